@@ -1,0 +1,21 @@
+/** What went wrong, in a form a program can branch on. */
+export type KvEngineErrorCode =
+  | 'INVALID_ARGUMENT' // a caller passed a value outside what the API accepts
+  | 'NOT_FOUND' // a path that does not exist
+  | 'CORRUPT_FILE' // a model or tokenizer file that cannot be parsed
+  | 'UNSUPPORTED' // a well-formed file we do not (yet) run: architecture, tensor type, CPU
+  | 'CONTEXT_OVERFLOW' // a sequence longer than the model's context window
+  | 'DISPOSED' // the object was disposed
+  | 'ABORTED' // the caller's AbortSignal fired
+  | 'INTERNAL' // a bug in kvengine; the message says what to report
+
+/** Every error kvengine throws on purpose is one of these. */
+export class KvEngineError extends Error {
+  readonly code: KvEngineErrorCode
+
+  constructor(code: KvEngineErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'KvEngineError'
+    this.code = code
+  }
+}
