@@ -1,1 +1,27 @@
-pub fn _x(){}
+//! kvengine: KV-cached LLM inference on candle.
+//!
+//! The engine is free of Node: `cargo test`/`cargo bench` use it directly, and the `node`
+//! feature adds the N-API bindings in `node/`.
+
+pub mod attention;
+pub mod chat_template;
+pub mod config;
+pub mod convert;
+pub mod cpu_features;
+pub mod error;
+pub mod gguf;
+pub mod kv_cache;
+pub mod loader;
+pub mod model;
+pub mod rope;
+pub mod safetensors_dir;
+pub mod tokenizer;
+pub mod weights;
+
+#[cfg(feature = "node")]
+mod node;
+
+pub use error::{Error, ErrorKind, Result};
+pub use kv_cache::KvCache;
+pub use loader::{load, LoadedModel};
+pub use model::{ForwardOutput, LogitsFor, Model};

@@ -1,0 +1,204 @@
+//! Model hyper-parameters. Each file format has its own spelling (GGUF metadata keys, Hugging
+//! Face `config.json`); both are resolved into one `ModelConfig` the runtime reads.
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// How RoPE pairs up the dimensions of a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Pairs (2i, 2i+1): GGUF Llama, whose Q/K rows were permuted by the converter.
+    Interleaved,
+    /// Pairs (i, i + d/2): Hugging Face checkpoints and GGUF Qwen2 (NeoX style).
+    HalfSplit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    Llama,
+    Qwen2,
+}
+
+impl Architecture {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "llama" | "LlamaForCausalLM" | "mistral" | "MistralForCausalLM" => Ok(Self::Llama),
+            "qwen2" | "Qwen2ForCausalLM" => Ok(Self::Qwen2),
+            other => Err(Error::unsupported(format!(
+                "unsupported model architecture '{other}': kvengine runs Llama-family \
+                 (SmolLM2, TinyLlama, Llama 3.x) and Qwen2/2.5 models"
+            ))),
+        }
+    }
+    pub fn has_qkv_bias(self) -> bool {
+        self == Self::Qwen2
+    }
+}
+
+/// The resolved configuration the forward pass runs on.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    pub architecture: Architecture,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub n_layers: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f32,
+    pub rope_theta: f32,
+    pub rope_style: RopeStyle,
+    /// Per-frequency divisors from Llama 3 rope scaling; empty when unscaled.
+    pub rope_freq_factors: Vec<f32>,
+    pub context_length: usize,
+    pub tie_word_embeddings: bool,
+}
+
+impl ModelConfig {
+    /// Catches the hyper-parameter combinations the attention and RoPE code would silently
+    /// mis-handle, so a malformed file fails at load time rather than producing garbage.
+    pub fn validate(&self) -> Result<()> {
+        let checks: [(bool, &str); 8] = [
+            (self.vocab_size > 0, "vocab_size must be positive"),
+            (self.hidden_size > 0, "hidden_size must be positive"),
+            (self.n_layers > 0 && self.n_layers <= 1024, "n_layers must be in 1..=1024"),
+            (self.n_heads > 0 && self.n_kv_heads > 0, "head counts must be positive"),
+            (self.n_heads % self.n_kv_heads == 0, "n_heads must be a multiple of n_kv_heads"),
+            (self.head_dim > 0 && self.head_dim % 2 == 0, "head_dim must be positive and even"),
+            (self.context_length > 0, "context_length must be positive"),
+            (self.rms_norm_eps.is_finite() && self.rope_theta.is_finite() && self.rope_theta > 0.0, "norm eps and rope theta must be finite"),
+        ];
+        for (ok, what) in checks {
+            if !ok {
+                return Err(Error::corrupt(format!("invalid model config ({what}): {self:?}")));
+            }
+        }
+        if !self.rope_freq_factors.is_empty() && self.rope_freq_factors.len() != self.head_dim / 2 {
+            return Err(Error::corrupt(format!(
+                "rope frequency factors have {} entries, expected head_dim/2 = {}",
+                self.rope_freq_factors.len(),
+                self.head_dim / 2
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_heads * self.head_dim
+    }
+    pub fn q_dim(&self) -> usize {
+        self.n_heads * self.head_dim
+    }
+}
+
+/// `config.json` of a Hugging Face checkpoint, the fields we read.
+#[derive(Debug, Deserialize)]
+pub struct HfConfig {
+    #[serde(default)]
+    pub architectures: Vec<String>,
+    pub model_type: Option<String>,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: Option<usize>,
+    pub head_dim: Option<usize>,
+    #[serde(default = "default_rms_eps")]
+    pub rms_norm_eps: f64,
+    #[serde(default = "default_rope_theta")]
+    pub rope_theta: f64,
+    pub rope_scaling: Option<HfRopeScaling>,
+    pub max_position_embeddings: Option<usize>,
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    pub torch_dtype: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct HfRopeScaling {
+    #[serde(alias = "type")]
+    pub rope_type: Option<String>,
+    pub factor: Option<f64>,
+    pub low_freq_factor: Option<f64>,
+    pub high_freq_factor: Option<f64>,
+    pub original_max_position_embeddings: Option<usize>,
+}
+
+fn default_rms_eps() -> f64 {
+    1e-6
+}
+fn default_rope_theta() -> f64 {
+    10_000.0
+}
+
+impl HfConfig {
+    pub fn resolve(&self) -> Result<ModelConfig> {
+        let arch_name = self
+            .model_type
+            .clone()
+            .or_else(|| self.architectures.first().cloned())
+            .ok_or_else(|| Error::corrupt("config.json names neither model_type nor architectures"))?;
+        let architecture = Architecture::parse(&arch_name)?;
+        let n_heads = self.num_attention_heads;
+        let head_dim = self.head_dim.unwrap_or(if n_heads > 0 { self.hidden_size / n_heads } else { 0 });
+        let rope_freq_factors = match &self.rope_scaling {
+            Some(s) if s.rope_type.as_deref() == Some("llama3") => llama3_freq_factors(s, head_dim, self.rope_theta)?,
+            Some(s) if matches!(s.rope_type.as_deref(), Some("default") | None) => Vec::new(),
+            Some(s) => {
+                return Err(Error::unsupported(format!(
+                    "rope_scaling type {:?} is not supported (only llama3)",
+                    s.rope_type
+                )))
+            }
+            None => Vec::new(),
+        };
+        let cfg = ModelConfig {
+            architecture,
+            vocab_size: self.vocab_size,
+            hidden_size: self.hidden_size,
+            intermediate_size: self.intermediate_size,
+            n_layers: self.num_hidden_layers,
+            n_heads,
+            n_kv_heads: self.num_key_value_heads.unwrap_or(n_heads),
+            head_dim,
+            rms_norm_eps: self.rms_norm_eps as f32,
+            rope_theta: self.rope_theta as f32,
+            rope_style: RopeStyle::HalfSplit,
+            rope_freq_factors,
+            context_length: self.max_position_embeddings.unwrap_or(2048),
+            tie_word_embeddings: self.tie_word_embeddings,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Llama 3.1's frequency-dependent RoPE stretch, expressed as a divisor per frequency — the
+/// same form GGUF stores in `rope_freqs.weight`, so both formats share one RoPE code path.
+fn llama3_freq_factors(s: &HfRopeScaling, head_dim: usize, theta: f64) -> Result<Vec<f32>> {
+    let (Some(factor), Some(low), Some(high), Some(orig)) =
+        (s.factor, s.low_freq_factor, s.high_freq_factor, s.original_max_position_embeddings)
+    else {
+        return Err(Error::corrupt("llama3 rope_scaling needs factor, low/high_freq_factor and original_max_position_embeddings"));
+    };
+    let low_wavelen = orig as f64 / low;
+    let high_wavelen = orig as f64 / high;
+    Ok((0..head_dim / 2)
+        .map(|i| {
+            let freq = theta.powf(-((2 * i) as f64) / head_dim as f64);
+            let wavelen = 2.0 * std::f64::consts::PI / freq;
+            let divisor = if wavelen < high_wavelen {
+                1.0
+            } else if wavelen > low_wavelen {
+                factor
+            } else {
+                let smooth = (orig as f64 / wavelen - low) / (high - low);
+                1.0 / ((1.0 - smooth) / factor + smooth)
+            };
+            divisor as f32
+        })
+        .collect())
+}

@@ -1,0 +1,149 @@
+//! GGUF files: metadata into a `ModelConfig`, tensors kept quantized.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::GgmlDType;
+use candle_core::Device;
+
+use crate::config::{Architecture, ModelConfig, RopeStyle};
+use crate::error::{Error, Result};
+use crate::weights::{Weight, WeightSource};
+
+/// Hard upper bounds on what metadata may claim, far above any real model, so a corrupted header
+/// cannot make us allocate for an absurd shape before the tensor reads would fail.
+const MAX_CONTEXT: usize = 1 << 22;
+const MAX_DIM: usize = 1 << 20;
+
+pub struct GgufFile {
+    pub path: PathBuf,
+    pub content: Content,
+    reader: BufReader<File>,
+}
+
+impl GgufFile {
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::from(e).context(format!("cannot open {}", path.display())))?;
+        let mut reader = BufReader::new(file);
+        let content = Content::read(&mut reader)
+            .map_err(|e| Error::corrupt(format!("{} is not a valid GGUF file: {e}", path.display())))?;
+        Ok(Self { path: path.to_owned(), content, reader })
+    }
+
+    pub fn meta(&self, key: &str) -> Option<&Value> {
+        self.content.metadata.get(key)
+    }
+
+    pub fn meta_str(&self, key: &str) -> Option<&str> {
+        self.meta(key).and_then(|v| v.to_string().ok()).map(String::as_str)
+    }
+
+    fn meta_usize(&self, key: &str) -> Result<Option<usize>> {
+        let Some(v) = self.meta(key) else { return Ok(None) };
+        let n = match v {
+            Value::U8(x) => *x as u64,
+            Value::U16(x) => *x as u64,
+            Value::U32(x) => *x as u64,
+            Value::U64(x) => *x,
+            Value::I8(x) if *x >= 0 => *x as u64,
+            Value::I16(x) if *x >= 0 => *x as u64,
+            Value::I32(x) if *x >= 0 => *x as u64,
+            Value::I64(x) if *x >= 0 => *x as u64,
+            other => return Err(Error::corrupt(format!("metadata '{key}' should be a non-negative integer, got {other:?}"))),
+        };
+        usize::try_from(n).map(Some).map_err(|_| Error::corrupt(format!("metadata '{key}' is too large: {n}")))
+    }
+
+    fn meta_f32(&self, key: &str) -> Result<Option<f32>> {
+        match self.meta(key) {
+            None => Ok(None),
+            Some(Value::F32(x)) => Ok(Some(*x)),
+            Some(Value::F64(x)) => Ok(Some(*x as f32)),
+            Some(other) => Err(Error::corrupt(format!("metadata '{key}' should be a float, got {other:?}"))),
+        }
+    }
+
+    fn required(&self, key: &str, max: usize) -> Result<usize> {
+        let n = self
+            .meta_usize(key)?
+            .ok_or_else(|| Error::corrupt(format!("GGUF metadata is missing '{key}'")))?;
+        if n == 0 || n > max {
+            return Err(Error::corrupt(format!("metadata '{key}' = {n} is out of range (1..={max})")));
+        }
+        Ok(n)
+    }
+
+    pub fn config(&mut self) -> Result<ModelConfig> {
+        let arch_name = self
+            .meta_str("general.architecture")
+            .ok_or_else(|| Error::corrupt("GGUF metadata is missing 'general.architecture'"))?
+            .to_owned();
+        let architecture = Architecture::parse(&arch_name)?;
+        let key = |k: &str| format!("{arch_name}.{k}");
+        let hidden_size = self.required(&key("embedding_length"), MAX_DIM)?;
+        let n_heads = self.required(&key("attention.head_count"), MAX_DIM)?;
+        let n_kv_heads = self.meta_usize(&key("attention.head_count_kv"))?.unwrap_or(n_heads);
+        let head_dim = self.meta_usize(&key("attention.key_length"))?.unwrap_or(hidden_size / n_heads);
+        let vocab_size = match self.content.tensor_infos.get("token_embd.weight") {
+            Some(info) => info.shape.dims().first().copied().unwrap_or(0),
+            None => return Err(Error::corrupt("GGUF file has no 'token_embd.weight' tensor")),
+        };
+        let rope_freq_factors = if self.contains("rope_freqs.weight") {
+            let t = self.load("rope_freqs.weight")?.into_dense()?;
+            t.flatten_all()?.to_vec1::<f32>()?
+        } else {
+            Vec::new()
+        };
+        let cfg = ModelConfig {
+            architecture,
+            vocab_size,
+            hidden_size,
+            intermediate_size: self.required(&key("feed_forward_length"), MAX_DIM * 8)?,
+            n_layers: self.required(&key("block_count"), 1024)?,
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            rms_norm_eps: self.meta_f32(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+            rope_theta: self.meta_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
+            rope_style: match architecture {
+                Architecture::Llama => RopeStyle::Interleaved,
+                Architecture::Qwen2 => RopeStyle::HalfSplit,
+            },
+            rope_freq_factors,
+            context_length: self.required(&key("context_length"), MAX_CONTEXT)?,
+            tie_word_embeddings: !self.contains("output.weight"),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Each tensor's block format, for reporting what a file holds.
+    pub fn tensor_dtypes(&self) -> Vec<(String, GgmlDType)> {
+        let mut v: Vec<_> = self.content.tensor_infos.iter().map(|(n, i)| (n.clone(), i.ggml_dtype)).collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+}
+
+impl WeightSource for GgufFile {
+    fn contains(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
+    fn load(&mut self, name: &str) -> Result<Weight> {
+        if !self.contains(name) {
+            return Err(Error::corrupt(format!("GGUF file has no tensor '{name}'")));
+        }
+        let q = self
+            .content
+            .tensor(&mut self.reader, name, &Device::Cpu)
+            .map_err(|e| Error::corrupt(format!("cannot read tensor '{name}' from {}: {e}", self.path.display())))?;
+        Ok(match q.dtype() {
+            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Weight::Dense(q.dequantize(&Device::Cpu)?),
+            _ => Weight::Quantized(Arc::new(q)),
+        })
+    }
+}

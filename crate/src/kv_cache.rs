@@ -1,0 +1,209 @@
+//! The KV store: K and V each laid out `(n_layers, B, T, H_kv, D)`, the layout of the FA3
+//! `flash_attn_with_kvcache` call nanochat uses, with an int32 length per row. Rows grow
+//! independently; only the heads the model actually computes (H_kv, not the GQA-expanded H)
+//! are stored.
+
+use crate::config::ModelConfig;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Capacity grows in whole steps of this many positions, as in nanochat's cache.
+pub const GROWTH_STEP: usize = 1024;
+
+pub struct KvCache {
+    n_layers: usize,
+    batch: usize,
+    capacity: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+    max_len: usize,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    seqlens: Vec<i32>,
+}
+
+impl KvCache {
+    /// A cache for `batch` rows with room for `capacity` positions each, rounded up to the
+    /// growth step and capped by the model's context.
+    pub fn new(cfg: &ModelConfig, batch: usize, capacity: usize) -> Result<Self> {
+        if batch == 0 || batch > 4096 {
+            return Err(Error::invalid(format!("batch size must be in 1..=4096, got {batch}")));
+        }
+        let capacity = round_capacity(capacity.max(1), cfg.context_length);
+        let elems = checked_elems(&[cfg.n_layers, batch, capacity, cfg.n_kv_heads, cfg.head_dim])?;
+        Ok(Self {
+            n_layers: cfg.n_layers,
+            batch,
+            capacity,
+            n_kv_heads: cfg.n_kv_heads,
+            head_dim: cfg.head_dim,
+            max_len: cfg.context_length,
+            k: zeroed(elems)?,
+            v: zeroed(elems)?,
+            seqlens: vec![0; batch],
+        })
+    }
+
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    pub fn n_layers(&self) -> usize {
+        self.n_layers
+    }
+    pub fn seqlens(&self) -> &[i32] {
+        &self.seqlens
+    }
+    pub fn seqlen(&self, row: usize) -> usize {
+        self.seqlens[row] as usize
+    }
+    /// The model's context window: no row may hold more positions.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// Bytes held by K and V: 2·L·B·T·H_kv·D·sizeof(f32).
+    pub fn size_bytes(&self) -> usize {
+        2 * self.k.len() * std::mem::size_of::<f32>()
+    }
+
+    /// Forgets every row's contents; memory stays allocated for reuse.
+    pub fn reset(&mut self) {
+        self.seqlens.iter_mut().for_each(|s| *s = 0);
+    }
+
+    pub fn reset_row(&mut self, row: usize) -> Result<()> {
+        self.check_row(row)?;
+        self.seqlens[row] = 0;
+        Ok(())
+    }
+
+    /// Sets a row's length back (never forward): drops positions `len..` from that row.
+    pub fn truncate_row(&mut self, row: usize, len: usize) -> Result<()> {
+        self.check_row(row)?;
+        if len > self.seqlen(row) {
+            return Err(Error::invalid(format!(
+                "cannot truncate row {row} to {len}: it holds only {} positions",
+                self.seqlen(row)
+            )));
+        }
+        self.seqlens[row] = len as i32;
+        Ok(())
+    }
+
+    /// Copies row `src` (its K/V up to its length, and the length) into row `dst` in every layer.
+    /// This is how one prefill fans out into many samples.
+    pub fn copy_row(&mut self, src: usize, dst: usize) -> Result<()> {
+        self.check_row(src)?;
+        self.check_row(dst)?;
+        if src == dst {
+            return Ok(());
+        }
+        let len = self.seqlen(src) * self.n_kv_heads * self.head_dim;
+        for layer in 0..self.n_layers {
+            let from = self.offset(layer, src, 0);
+            let to = self.offset(layer, dst, 0);
+            self.k.copy_within(from..from + len, to);
+            self.v.copy_within(from..from + len, to);
+        }
+        self.seqlens[dst] = self.seqlens[src];
+        Ok(())
+    }
+
+    /// Makes room for `needed` positions in every row, growing T in whole steps and keeping what
+    /// each row already holds.
+    pub fn ensure_capacity(&mut self, needed: usize) -> Result<()> {
+        if needed > self.max_len {
+            return Err(Error::new(
+                ErrorKind::ContextOverflow,
+                format!("{needed} positions exceed the model's context of {} tokens", self.max_len),
+            ));
+        }
+        if needed <= self.capacity {
+            return Ok(());
+        }
+        let capacity = round_capacity(needed, self.max_len);
+        let elems = checked_elems(&[self.n_layers, self.batch, capacity, self.n_kv_heads, self.head_dim])?;
+        let row_stride = self.n_kv_heads * self.head_dim;
+        let mut k = zeroed(elems)?;
+        let mut v = zeroed(elems)?;
+        for layer in 0..self.n_layers {
+            for row in 0..self.batch {
+                let len = self.seqlen(row) * row_stride;
+                let from = self.offset(layer, row, 0);
+                let to = ((layer * self.batch + row) * capacity) * row_stride;
+                k[to..to + len].copy_from_slice(&self.k[from..from + len]);
+                v[to..to + len].copy_from_slice(&self.v[from..from + len]);
+            }
+        }
+        self.k = k;
+        self.v = v;
+        self.capacity = capacity;
+        Ok(())
+    }
+
+    /// Writes K/V for `n` consecutive positions of one row, starting at `pos`. The row length is
+    /// not advanced here: the model commits lengths only once every layer has succeeded.
+    pub(crate) fn write(&mut self, layer: usize, row: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let at = self.offset(layer, row, pos);
+        self.k[at..at + k.len()].copy_from_slice(k);
+        self.v[at..at + v.len()].copy_from_slice(v);
+    }
+
+    /// K and V of one row in one layer, `(T, H_kv, D)` flattened, the first `len` positions valid.
+    pub(crate) fn row(&self, layer: usize, row: usize) -> (&[f32], &[f32]) {
+        let at = self.offset(layer, row, 0);
+        let span = self.capacity * self.n_kv_heads * self.head_dim;
+        (&self.k[at..at + span], &self.v[at..at + span])
+    }
+
+    pub(crate) fn set_seqlen(&mut self, row: usize, len: usize) {
+        self.seqlens[row] = len as i32;
+    }
+
+    fn offset(&self, layer: usize, row: usize, pos: usize) -> usize {
+        (((layer * self.batch + row) * self.capacity) + pos) * self.n_kv_heads * self.head_dim
+    }
+
+    fn check_row(&self, row: usize) -> Result<()> {
+        if row >= self.batch {
+            return Err(Error::invalid(format!("row {row} is out of range for a cache of {} rows", self.batch)));
+        }
+        Ok(())
+    }
+}
+
+fn round_capacity(needed: usize, max_len: usize) -> usize {
+    needed.div_ceil(GROWTH_STEP).saturating_mul(GROWTH_STEP).min(max_len.max(needed))
+}
+
+fn checked_elems(dims: &[usize]) -> Result<usize> {
+    let elems = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    match elems {
+        Some(n) if n <= isize::MAX as usize / 8 => Ok(n),
+        _ => Err(Error::invalid(format!("a KV cache of shape {dims:?} is too large to allocate"))),
+    }
+}
+
+/// A zero-filled buffer whose allocation failure is an error, not an abort. `alloc_zeroed` lets
+/// the OS hand out untouched zero pages, so capacity that is never written costs no memory.
+fn zeroed(elems: usize) -> Result<Vec<f32>> {
+    if elems == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<f32>(elems)
+        .map_err(|_| Error::invalid(format!("a KV buffer of {elems} floats is too large")))?;
+    // SAFETY: the layout is non-zero and valid for `elems` f32s; all-zero bytes are a valid f32;
+    // the pointer comes from the global allocator with the exact layout Vec will free it with.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut f32;
+        if ptr.is_null() {
+            return Err(Error::invalid(format!(
+                "could not allocate {} MiB for the KV cache; use a smaller batch or context",
+                elems * 4 >> 20
+            )));
+        }
+        Ok(Vec::from_raw_parts(ptr, elems, elems))
+    }
+}

@@ -1,0 +1,98 @@
+//! Opens whatever the user pointed at (a `.gguf` file or a Hugging Face directory) and returns
+//! the model together with its tokenizer and chat template.
+
+use std::path::Path;
+
+use crate::chat_template::ChatTemplate;
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::gguf::GgufFile;
+use crate::model::Model;
+use crate::safetensors_dir::SafetensorsDir;
+use crate::tokenizer::Tokenizer;
+
+pub struct LoadedModel {
+    pub model: Model,
+    pub tokenizer: Tokenizer,
+    pub chat_template: Option<ChatTemplate>,
+    /// Free-form description of the weights' formats, e.g. "gguf q4_1".
+    pub format: String,
+}
+
+pub fn load(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+    crate::cpu_features::check()?;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Error::from(e).context(format!("cannot open model '{}' (expected a .gguf file or a Hugging Face model directory)", path.display()))
+    })?;
+    if meta.is_dir() {
+        load_hf_dir(path, progress)
+    } else {
+        load_gguf(path, progress)
+    }
+}
+
+fn load_gguf(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+    let mut file = GgufFile::open(path)?;
+    let config = file.config()?;
+    let tokenizer = Tokenizer::from_gguf(&file)?;
+    let name = |id: Option<u32>| id.and_then(|i| tokenizer.token_text(i)).unwrap_or_default();
+    let chat_template = match file.meta_str("tokenizer.chat_template") {
+        Some(src) => Some(ChatTemplate::new(src, name(tokenizer.bos_token), name(tokenizer.eos_token))?),
+        None => None,
+    };
+    let format = weight_format(&file);
+    let model = Model::load(&mut file, config, progress)?;
+    check_vocab(&model, &tokenizer)?;
+    Ok(LoadedModel { model, tokenizer, chat_template, format })
+}
+
+fn load_hf_dir(dir: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+    let mut weights = SafetensorsDir::open(dir)?;
+    let config = weights.config()?;
+    let tok_config_path = dir.join("tokenizer_config.json");
+    let tok_config: serde_json::Value = if tok_config_path.exists() {
+        let text = std::fs::read_to_string(&tok_config_path)?;
+        serde_json::from_str(&text).or_kind(ErrorKind::CorruptFile, format!("invalid {}", tok_config_path.display()))?
+    } else {
+        serde_json::Value::Null
+    };
+    let tokenizer = Tokenizer::from_hf_dir(dir, &tok_config)?;
+    let name = |id: Option<u32>| id.and_then(|i| tokenizer.token_text(i)).unwrap_or_default();
+    let chat_template = match hf_chat_template(&tok_config) {
+        Some(src) => Some(ChatTemplate::new(&src, name(tokenizer.bos_token), name(tokenizer.eos_token))?),
+        None => None,
+    };
+    let model = Model::load(&mut weights, config, progress)?;
+    check_vocab(&model, &tokenizer)?;
+    Ok(LoadedModel { model, tokenizer, chat_template, format: "safetensors".into() })
+}
+
+/// `chat_template` is either a string or a list of named templates; we take "default".
+fn hf_chat_template(config: &serde_json::Value) -> Option<String> {
+    match config.get("chat_template")? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(list) => list
+            .iter()
+            .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+            .and_then(|t| t.get("template")?.as_str().map(str::to_owned)),
+        _ => None,
+    }
+}
+
+fn weight_format(file: &GgufFile) -> String {
+    let mut kinds: Vec<String> = file.tensor_dtypes().into_iter().map(|(_, d)| format!("{d:?}").to_lowercase()).collect();
+    kinds.sort();
+    kinds.dedup();
+    format!("gguf {}", kinds.join("+"))
+}
+
+/// A tokenizer that can emit ids past the embedding table would crash the forward pass later.
+fn check_vocab(model: &Model, tokenizer: &Tokenizer) -> Result<()> {
+    if tokenizer.vocab_size() > model.config.vocab_size {
+        return Err(Error::corrupt(format!(
+            "the tokenizer has {} tokens but the embedding table only {}",
+            tokenizer.vocab_size(),
+            model.config.vocab_size
+        )));
+    }
+    Ok(())
+}

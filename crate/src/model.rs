@@ -1,0 +1,251 @@
+//! The transformer (Llama / Qwen2 family) and its batched forward pass over the KV store.
+//!
+//! Weights are immutable after `load`; everything a forward pass mutates lives in the `KvCache`
+//! the caller passes in, so one model serves any number of caches.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use candle_core::quantized::QMatMul;
+use candle_core::{Module, Tensor};
+
+use crate::attention::{self, AttentionShape, TokenSlot};
+use crate::config::ModelConfig;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv_cache::KvCache;
+use crate::rope::{Rope, RopeAngles};
+use crate::weights::{Weight, WeightSource};
+
+struct Linear {
+    weight: QMatMul,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    fn load(src: &mut dyn WeightSource, name: &str, out_dim: usize, in_dim: usize, with_bias: bool) -> Result<Self> {
+        let weight = src.load_checked(&format!("{name}.weight"), &[out_dim, in_dim])?.into_matmul()?;
+        let bias = if with_bias {
+            Some(src.load_checked(&format!("{name}.bias"), &[out_dim])?.into_dense()?)
+        } else {
+            None
+        };
+        Ok(Self { weight, bias })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.weight.forward(x)?;
+        Ok(match &self.bias {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
+        })
+    }
+}
+
+struct Block {
+    attn_norm: Tensor,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    ffn_norm: Tensor,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+impl Block {
+    fn load(src: &mut dyn WeightSource, cfg: &ModelConfig, layer: usize) -> Result<Self> {
+        let p = format!("blk.{layer}");
+        let (h, qd, kvd, ff) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
+        let bias = cfg.architecture.has_qkv_bias();
+        let norm = |src: &mut dyn WeightSource, n: &str| src.load_checked(&format!("{p}.{n}.weight"), &[h])?.into_dense();
+        Ok(Self {
+            attn_norm: norm(src, "attn_norm")?,
+            q: Linear::load(src, &format!("{p}.attn_q"), qd, h, bias)?,
+            k: Linear::load(src, &format!("{p}.attn_k"), kvd, h, bias)?,
+            v: Linear::load(src, &format!("{p}.attn_v"), kvd, h, bias)?,
+            o: Linear::load(src, &format!("{p}.attn_output"), h, qd, false)?,
+            ffn_norm: norm(src, "ffn_norm")?,
+            gate: Linear::load(src, &format!("{p}.ffn_gate"), ff, h, false)?,
+            up: Linear::load(src, &format!("{p}.ffn_up"), ff, h, false)?,
+            down: Linear::load(src, &format!("{p}.ffn_down"), h, ff, false)?,
+        })
+    }
+}
+
+/// Per-pass bookkeeping shared by every layer.
+struct Step {
+    slots: Vec<TokenSlot>,
+    /// (row, first packed index, token count, row length before this pass)
+    spans: Vec<(usize, usize, usize, usize)>,
+    angles: RopeAngles,
+}
+
+/// Which positions get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitsFor {
+    /// The last new token of each row that received tokens: what sampling needs.
+    LastPerRow,
+    /// Every new token (for scoring and equivalence tests).
+    All,
+}
+
+pub struct ForwardOutput {
+    /// `(rows.len(), vocab)` row-major.
+    pub logits: Vec<f32>,
+    /// The cache row each logits row belongs to.
+    pub rows: Vec<u32>,
+    pub vocab_size: usize,
+}
+
+/// Counters that let tests and benchmarks see what the model actually did.
+#[derive(Debug, Default)]
+pub struct ModelStats {
+    pub forward_calls: AtomicU64,
+    pub tokens_processed: AtomicU64,
+}
+
+pub struct Model {
+    pub config: ModelConfig,
+    embed: Weight,
+    blocks: Vec<Block>,
+    norm: Tensor,
+    lm_head: QMatMul,
+    rope: Rope,
+    pub stats: ModelStats,
+}
+
+impl Model {
+    /// Loads every tensor the config implies, reporting progress as a fraction in [0, 1].
+    pub fn load(src: &mut dyn WeightSource, config: ModelConfig, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+        let embed = src.load_checked("token_embd.weight", &[config.vocab_size, config.hidden_size])?;
+        let mut blocks = Vec::with_capacity(config.n_layers);
+        for layer in 0..config.n_layers {
+            blocks.push(Block::load(src, &config, layer)?);
+            progress((layer + 1) as f64 / (config.n_layers + 1) as f64);
+        }
+        let norm = src.load_checked("output_norm.weight", &[config.hidden_size])?.into_dense()?;
+        let lm_head = if src.contains("output.weight") {
+            src.load_checked("output.weight", &[config.vocab_size, config.hidden_size])?.into_matmul()?
+        } else {
+            match &embed {
+                Weight::Quantized(q) => QMatMul::from_arc(q.clone())?,
+                Weight::Dense(t) => QMatMul::Tensor(t.clone()),
+            }
+        };
+        progress(1.0);
+        let rope = Rope::new(&config);
+        Ok(Self { config, embed, blocks, norm, lm_head, rope, stats: ModelStats::default() })
+    }
+
+    /// A cache for this model with `batch` rows and room for `capacity` positions per row.
+    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        KvCache::new(&self.config, batch, capacity)
+    }
+
+    /// Runs the new tokens of every row (an empty list skips that row) through the model,
+    /// appending their K/V to the cache. Row lengths advance only if the whole pass succeeds, so
+    /// an error or a cancellation leaves the cache as it was.
+    pub fn forward(
+        &self,
+        batch: &[Vec<u32>],
+        cache: &mut KvCache,
+        which: LogitsFor,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<ForwardOutput> {
+        let step = self.plan(batch, cache)?;
+        let n = step.slots.len();
+        let vocab_size = self.config.vocab_size;
+        if n == 0 {
+            return Ok(ForwardOutput { logits: Vec::new(), rows: Vec::new(), vocab_size });
+        }
+        self.stats.forward_calls.fetch_add(1, Ordering::Relaxed);
+        self.stats.tokens_processed.fetch_add(n as u64, Ordering::Relaxed);
+
+        let ids: Vec<u32> = batch.iter().flatten().copied().collect();
+        let mut x = self.embed(&ids)?;
+        for (layer, block) in self.blocks.iter().enumerate() {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled"));
+            }
+            x = self.block_forward(block, layer, &x, &step, cache)?;
+        }
+        let picked: Vec<u32> = match which {
+            LogitsFor::All => (0..n as u32).collect(),
+            LogitsFor::LastPerRow => step.spans.iter().map(|&(_, start, len, _)| (start + len - 1) as u32).collect(),
+        };
+        let rows: Vec<u32> = picked.iter().map(|&i| step.slots[i as usize].row as u32).collect();
+        let x = if picked.len() == n { x } else { x.index_select(&Tensor::new(picked.as_slice(), x.device())?, 0)? };
+        let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
+        let logits = self.lm_head.forward(&x)?.flatten_all()?.to_vec1::<f32>()?;
+        for &(row, _, len, before) in &step.spans {
+            cache.set_seqlen(row, before + len);
+        }
+        Ok(ForwardOutput { logits, rows, vocab_size })
+    }
+
+    fn plan(&self, batch: &[Vec<u32>], cache: &mut KvCache) -> Result<Step> {
+        if batch.len() != cache.batch() {
+            return Err(Error::invalid(format!("got token lists for {} rows but the cache has {} rows", batch.len(), cache.batch())));
+        }
+        if cache.n_layers() != self.config.n_layers {
+            return Err(Error::invalid("this cache was created for a different model"));
+        }
+        let (mut slots, mut spans, mut needed) = (Vec::new(), Vec::new(), 0);
+        for (row, tokens) in batch.iter().enumerate() {
+            if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+                return Err(Error::invalid(format!("token id {bad} in row {row} is out of range: the vocabulary has {} tokens", self.config.vocab_size)));
+            }
+            if tokens.is_empty() {
+                continue;
+            }
+            let before = cache.seqlen(row);
+            let after = before + tokens.len();
+            if after > self.config.context_length {
+                return Err(Error::new(
+                    ErrorKind::ContextOverflow,
+                    format!(
+                        "row {row} would hold {after} tokens ({before} cached + {} new) but the model's context is {} tokens; shorten the prompt or lower maxTokens",
+                        tokens.len(),
+                        self.config.context_length
+                    ),
+                ));
+            }
+            spans.push((row, slots.len(), tokens.len(), before));
+            slots.extend((before..after).map(|pos| TokenSlot { row, pos }));
+            needed = needed.max(after);
+        }
+        cache.ensure_capacity(needed)?;
+        let positions: Vec<usize> = slots.iter().map(|s| s.pos).collect();
+        let angles = self.rope.angles(&positions);
+        Ok(Step { slots, spans, angles })
+    }
+
+    fn embed(&self, ids: &[u32]) -> Result<Tensor> {
+        Ok(match &self.embed {
+            Weight::Quantized(q) => q.embedding(&Tensor::new(ids, &candle_core::Device::Cpu)?)?,
+            Weight::Dense(t) => t.index_select(&Tensor::new(ids, t.device())?, 0)?,
+        })
+    }
+
+    fn block_forward(&self, b: &Block, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache) -> Result<Tensor> {
+        let cfg = &self.config;
+        let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
+        let mut q = b.q.forward(&h)?.flatten_all()?.to_vec1::<f32>()?;
+        let mut k = b.k.forward(&h)?.flatten_all()?.to_vec1::<f32>()?;
+        let v = b.v.forward(&h)?.flatten_all()?.to_vec1::<f32>()?;
+        self.rope.apply(&mut q, cfg.n_heads, &step.angles);
+        self.rope.apply(&mut k, cfg.n_kv_heads, &step.angles);
+        let kvd = cfg.kv_dim();
+        for &(row, start, len, before) in &step.spans {
+            let span = start * kvd..(start + len) * kvd;
+            cache.write(layer, row, before, &k[span.clone()], &v[span]);
+        }
+        let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim };
+        let attn = attention::attend(cache, layer, &step.slots, &q, &shape);
+        let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
+        let x = (x + b.o.forward(&attn)?)?;
+        let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
+        let mlp = (candle_nn::ops::silu(&b.gate.forward(&h)?)? * b.up.forward(&h)?)?;
+        Ok((x + b.down.forward(&mlp)?)?)
+    }
+}

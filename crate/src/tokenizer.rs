@@ -1,0 +1,234 @@
+//! Tokenizers from GGUF metadata (byte-level BPE, the `gpt2` family) or from `tokenizer.json`.
+//!
+//! Encoding goes through Hugging Face `tokenizers`. Decoding is ours: every id maps to the exact
+//! bytes it stands for, so text can be assembled incrementally and only whole UTF-8 characters
+//! are ever emitted, however a character is split across tokens.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::Value;
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{AddedToken, DecoderWrapper, PreTokenizerWrapper, SplitDelimiterBehavior};
+
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::gguf::GgufFile;
+
+/// llama.cpp's pre-tokenizer regexes for the `tokenizer.ggml.pre` names we support.
+const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Token names that end a turn in the chat formats we know, besides the declared EOS.
+const END_OF_TURN_NAMES: &[&str] = &["<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|end|>", "<end_of_turn>", "</s>"];
+
+pub struct Tokenizer {
+    /// Treats special-token text in the input as special tokens (for rendered chat templates).
+    with_specials: tokenizers::Tokenizer,
+    /// Treats everything as plain text, so a user typing `<|im_start|>` cannot forge a turn.
+    plain: tokenizers::Tokenizer,
+    token_bytes: Vec<Vec<u8>>,
+    pub bos_token: Option<u32>,
+    pub eos_token: Option<u32>,
+    pub add_bos: bool,
+    /// Tokens that end generation: EOS plus known end-of-turn tokens present in the vocabulary.
+    pub eog_tokens: Vec<u32>,
+}
+
+impl Tokenizer {
+    pub fn from_gguf(gguf: &GgufFile) -> Result<Self> {
+        let model = gguf.meta_str("tokenizer.ggml.model").unwrap_or("");
+        if model != "gpt2" {
+            return Err(Error::unsupported(format!(
+                "GGUF tokenizer model '{model}' is not supported yet (only byte-level BPE, 'gpt2'); \
+                 load the model's Hugging Face directory with its tokenizer.json instead"
+            )));
+        }
+        let tokens = string_array(gguf, "tokenizer.ggml.tokens")?;
+        let merges = string_array(gguf, "tokenizer.ggml.merges")?
+            .into_iter()
+            .map(|m| m.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::corrupt("tokenizer.ggml.merges has an entry without a space"))?;
+        let types = match gguf.meta("tokenizer.ggml.token_type") {
+            Some(Value::Array(v)) => v.iter().map(|x| x.to_i32().unwrap_or(1)).collect(),
+            _ => vec![1; tokens.len()],
+        };
+        let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .or_kind(ErrorKind::CorruptFile, "invalid BPE vocabulary in GGUF")?;
+        let mut tok = tokenizers::Tokenizer::new(bpe);
+        let pre = gguf.meta_str("tokenizer.ggml.pre").unwrap_or("default");
+        tok.with_pre_tokenizer(Some(pre_tokenizer(pre)?));
+        tok.with_decoder(Some(DecoderWrapper::ByteLevel(ByteLevel::default())));
+        // llama.cpp treats control (3) and user-defined (4) tokens as atomic in the input.
+        let specials: Vec<AddedToken> = tokens
+            .iter()
+            .zip(&types)
+            .filter(|(_, &ty)| ty == 3 || ty == 4)
+            .map(|(t, _)| AddedToken::from(t.clone(), true))
+            .collect();
+        tok.add_special_tokens(specials).or_kind(ErrorKind::CorruptFile, "invalid special tokens in GGUF")?;
+        let id = |key: &str| gguf.meta(key).and_then(|v| v.to_u32().ok()).filter(|&i| (i as usize) < tokens.len());
+        let add_bos = matches!(gguf.meta("tokenizer.ggml.add_bos_token"), Some(Value::Bool(true)));
+        Self::assemble(tok, id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id"), add_bos)
+    }
+
+    /// `tokenizer.json` plus the BOS/EOS names from `tokenizer_config.json` when present.
+    pub fn from_hf_dir(dir: &Path, config: &serde_json::Value) -> Result<Self> {
+        let path = dir.join("tokenizer.json");
+        if !path.exists() {
+            return Err(Error::new(ErrorKind::NotFound, format!("{} is missing", path.display())));
+        }
+        let tok = tokenizers::Tokenizer::from_file(&path).or_kind(ErrorKind::CorruptFile, format!("invalid {}", path.display()))?;
+        let id = |key: &str| token_name(config.get(key)).and_then(|name| tok.token_to_id(&name));
+        let (bos, eos) = (id("bos_token"), id("eos_token"));
+        let add_bos = config.get("add_bos_token").and_then(|v| v.as_bool()).unwrap_or(false);
+        Self::assemble(tok, bos, eos, add_bos)
+    }
+
+    fn assemble(with_specials: tokenizers::Tokenizer, bos_token: Option<u32>, eos_token: Option<u32>, add_bos: bool) -> Result<Self> {
+        let mut plain = with_specials.clone();
+        plain.set_encode_special_tokens(true);
+        let token_bytes = token_byte_table(&with_specials);
+        let mut eog_tokens: Vec<u32> = eos_token.into_iter().collect();
+        for name in END_OF_TURN_NAMES {
+            if let Some(id) = with_specials.token_to_id(name) {
+                if !eog_tokens.contains(&id) {
+                    eog_tokens.push(id);
+                }
+            }
+        }
+        Ok(Self { with_specials, plain, token_bytes, bos_token, eos_token, add_bos, eog_tokens })
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.token_bytes.len()
+    }
+
+    /// `special`: parse special-token text (as a rendered chat template needs); otherwise all
+    /// input is plain text. `add_bos`: prepend BOS when the model has one.
+    pub fn encode(&self, text: &str, special: bool, add_bos: bool) -> Result<Vec<u32>> {
+        let tok = if special { &self.with_specials } else { &self.plain };
+        let enc = tok.encode(text, false).map_err(|e| Error::invalid(format!("cannot tokenize input: {e}")))?;
+        let mut ids = Vec::with_capacity(enc.len() + 1);
+        if add_bos {
+            ids.extend(self.bos_token);
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    /// The exact bytes the ids stand for; may end inside a UTF-8 character.
+    pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        for &id in ids {
+            let bytes = self
+                .token_bytes
+                .get(id as usize)
+                .ok_or_else(|| Error::invalid(format!("token id {id} is out of range: the vocabulary has {} tokens", self.token_bytes.len())))?;
+            out.extend_from_slice(bytes);
+        }
+        Ok(out)
+    }
+
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        Ok(String::from_utf8_lossy(&self.decode_bytes(ids)?).into_owned())
+    }
+
+    pub fn token_text(&self, id: u32) -> Option<String> {
+        self.with_specials.id_to_token(id)
+    }
+}
+
+fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
+    let byte_level = |use_regex| PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, use_regex));
+    let split = |re: &str| -> Result<PreTokenizerWrapper> {
+        let s = Split::new(SplitPattern::Regex(re.to_owned()), SplitDelimiterBehavior::Isolated, false)
+            .or_kind(ErrorKind::Internal, "pre-tokenizer regex")?;
+        Ok(PreTokenizerWrapper::Split(s))
+    };
+    Ok(match pre {
+        "default" | "gpt2" | "gpt-2" => byte_level(true),
+        "smollm" => PreTokenizerWrapper::Sequence(Sequence::new(vec![
+            PreTokenizerWrapper::Digits(Digits::new(true)),
+            byte_level(true),
+        ])),
+        "llama3" | "llama-bpe" | "llama-v3" | "smaug-bpe" => PreTokenizerWrapper::Sequence(Sequence::new(vec![split(LLAMA3_SPLIT)?, byte_level(false)])),
+        "qwen2" => PreTokenizerWrapper::Sequence(Sequence::new(vec![split(QWEN2_SPLIT)?, byte_level(false)])),
+        other => {
+            return Err(Error::unsupported(format!(
+                "GGUF pre-tokenizer '{other}' is not supported (known: default, gpt2, smollm, llama-bpe, qwen2)"
+            )))
+        }
+    })
+}
+
+fn string_array(gguf: &GgufFile, key: &str) -> Result<Vec<String>> {
+    match gguf.meta(key) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.to_string().cloned().map_err(|_| Error::corrupt(format!("'{key}' must hold strings"))))
+            .collect(),
+        _ => Err(Error::corrupt(format!("GGUF metadata is missing the string array '{key}'"))),
+    }
+}
+
+/// `"<s>"` or `{"content": "<s>", ...}` as tokenizer_config.json spells special tokens.
+fn token_name(v: Option<&serde_json::Value>) -> Option<String> {
+    match v? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(o) => o.get("content")?.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// Bytes per id. Added (special) tokens are their literal text; byte-level BPE pieces are mapped
+/// back through GPT-2's byte↔unicode table; SentencePiece pieces turn `▁` into a space and
+/// `<0xNN>` into that byte.
+fn token_byte_table(tok: &tokenizers::Tokenizer) -> Vec<Vec<u8>> {
+    let added = tok.get_added_tokens_decoder();
+    let byte_level = matches!(tok.get_decoder(), Some(DecoderWrapper::ByteLevel(_)));
+    let unicode_to_byte: HashMap<char, u8> = gpt2_bytes_to_unicode().into_iter().map(|(b, c)| (c, b)).collect();
+    let size = tok.get_vocab_size(true);
+    (0..size as u32)
+        .map(|id| {
+            if let Some(t) = added.get(&id) {
+                return t.content.as_bytes().to_vec();
+            }
+            let Some(piece) = tok.id_to_token(id) else { return Vec::new() };
+            if byte_level {
+                let mapped: Option<Vec<u8>> = piece.chars().map(|c| unicode_to_byte.get(&c).copied()).collect();
+                return mapped.unwrap_or_else(|| piece.into_bytes());
+            }
+            if let Some(hex) = piece.strip_prefix("<0x").and_then(|p| p.strip_suffix('>')) {
+                if let Ok(b) = u8::from_str_radix(hex, 16) {
+                    return vec![b];
+                }
+            }
+            piece.replace('\u{2581}', " ").into_bytes()
+        })
+        .collect()
+}
+
+/// GPT-2's reversible map from bytes to printable unicode characters.
+fn gpt2_bytes_to_unicode() -> Vec<(u8, char)> {
+    let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
+    let mut next = 256u32;
+    (0..=255u8)
+        .map(|b| {
+            if printable(b) {
+                (b, b as char)
+            } else {
+                let c = char::from_u32(next).unwrap_or('?');
+                next += 1;
+                (b, c)
+            }
+        })
+        .collect()
+}

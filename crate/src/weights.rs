@@ -1,0 +1,58 @@
+//! A uniform view of model tensors, whatever file they came from. Model code asks for tensors by
+//! their GGUF names (`blk.3.attn_q.weight`); each source maps that to its own spelling.
+
+use std::sync::Arc;
+
+use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::{DType, Device, Tensor};
+
+use crate::error::{Error, Result};
+
+pub enum Weight {
+    /// Kept in its file's block format (GGUF), multiplied by candle's quantized kernels.
+    Quantized(Arc<QTensor>),
+    /// Full-precision f32 (safetensors, or GGUF F32/F16 after widening).
+    Dense(Tensor),
+}
+
+impl Weight {
+    pub fn dims(&self) -> &[usize] {
+        match self {
+            Self::Quantized(q) => q.shape().dims(),
+            Self::Dense(t) => t.dims(),
+        }
+    }
+
+    pub fn into_matmul(self) -> Result<QMatMul> {
+        Ok(match self {
+            Self::Quantized(q) => QMatMul::from_arc(q)?,
+            Self::Dense(t) => QMatMul::Tensor(t),
+        })
+    }
+
+    /// The weight as an f32 tensor (norm scales, biases).
+    pub fn into_dense(self) -> Result<Tensor> {
+        Ok(match self {
+            Self::Quantized(q) => q.dequantize(&Device::Cpu)?,
+            Self::Dense(t) => t.to_dtype(DType::F32)?,
+        })
+    }
+}
+
+pub trait WeightSource {
+    fn contains(&self, name: &str) -> bool;
+    fn load(&mut self, name: &str) -> Result<Weight>;
+
+    /// Loads a tensor and checks its shape, so a malformed file fails here with a clear message
+    /// rather than later inside a matmul.
+    fn load_checked(&mut self, name: &str, dims: &[usize]) -> Result<Weight> {
+        let w = self.load(name)?;
+        if w.dims() != dims {
+            return Err(Error::corrupt(format!(
+                "tensor '{name}' has shape {:?}, the model config implies {dims:?}",
+                w.dims()
+            )));
+        }
+        Ok(w)
+    }
+}
