@@ -1,0 +1,236 @@
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use napi::bindgen_prelude::{AsyncTask, Buffer, Float32Array, Uint32Array};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Env, Status, Task};
+use napi_derive::napi;
+
+use super::cancel_token::NativeCancelToken;
+use super::kv_cache::NativeKvCache;
+use super::{disposed, guarded};
+use crate::chat_template::ChatMessage;
+use crate::error::{Error, ErrorKind};
+use crate::kv_cache::KvCache;
+use crate::loader::LoadedModel;
+use crate::model::{ForwardOutput, LogitsFor};
+
+/// JS callback `(fraction) => void`, called from the worker thread without blocking it.
+pub type ProgressFn = ThreadsafeFunction<f64, (), f64, Status, false>;
+
+#[napi(object)]
+pub struct NativeModelInfo {
+    pub architecture: String,
+    pub format: String,
+    pub vocab_size: u32,
+    pub hidden_size: u32,
+    pub n_layers: u32,
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub context_length: u32,
+    pub bos_token: Option<u32>,
+    pub eos_token: Option<u32>,
+    pub add_bos_token: bool,
+    pub eog_tokens: Vec<u32>,
+    pub has_chat_template: bool,
+}
+
+#[napi(object)]
+pub struct NativeChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+#[napi(object)]
+pub struct NativeForwardResult {
+    /// `(rows.length, vocabSize)` row-major, handed over without a copy.
+    pub logits: Float32Array,
+    /// The cache row each logits row belongs to.
+    pub rows: Uint32Array,
+}
+
+#[napi(object)]
+pub struct NativeModelStats {
+    pub forward_calls: f64,
+    pub tokens_processed: f64,
+}
+
+pub struct LoadTask {
+    path: PathBuf,
+    progress: Option<ProgressFn>,
+}
+
+impl Task for LoadTask {
+    type Output = LoadedModel;
+    type JsValue = NativeModel;
+
+    fn compute(&mut self) -> napi::Result<LoadedModel> {
+        let progress = self.progress.take();
+        guarded(|| {
+            crate::load(&self.path, &mut |f| {
+                if let Some(p) = &progress {
+                    p.call(f, ThreadsafeFunctionCallMode::NonBlocking);
+                }
+            })
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, loaded: LoadedModel) -> napi::Result<NativeModel> {
+        Ok(NativeModel { inner: Mutex::new(Some(Arc::new(loaded))) })
+    }
+}
+
+/// Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
+/// once per process, so only the first load's value counts.
+#[napi(ts_return_type = "Promise<NativeModel>")]
+pub fn load_model(path: String, threads: Option<u32>, #[napi(ts_arg_type = "(fraction: number) => void")] progress: Option<ProgressFn>) -> AsyncTask<LoadTask> {
+    if let Some(n) = threads.filter(|&n| n > 0) {
+        for var in ["RAYON_NUM_THREADS", "CANDLE_NUM_THREADS"] {
+            if std::env::var_os(var).is_none() {
+                std::env::set_var(var, n.to_string());
+            }
+        }
+    }
+    AsyncTask::new(LoadTask { path: PathBuf::from(path), progress })
+}
+
+pub struct ForwardTask {
+    model: Arc<LoadedModel>,
+    cache: Arc<Mutex<Option<KvCache>>>,
+    tokens: Vec<Vec<u32>>,
+    which: LogitsFor,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Task for ForwardTask {
+    type Output = ForwardOutput;
+    type JsValue = NativeForwardResult;
+
+    fn compute(&mut self) -> napi::Result<ForwardOutput> {
+        let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let cache = guard.as_mut().ok_or_else(|| disposed("KV cache"))?;
+        if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(super::to_napi(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")));
+        }
+        guarded(|| self.model.model.forward(&self.tokens, cache, self.which, self.cancel.as_deref()))
+    }
+
+    fn resolve(&mut self, _env: Env, out: ForwardOutput) -> napi::Result<NativeForwardResult> {
+        Ok(NativeForwardResult { logits: Float32Array::new(out.logits), rows: Uint32Array::new(out.rows) })
+    }
+}
+
+#[napi]
+pub struct NativeModel {
+    inner: Mutex<Option<Arc<LoadedModel>>>,
+}
+
+impl NativeModel {
+    fn get(&self) -> napi::Result<Arc<LoadedModel>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| disposed("model"))
+    }
+}
+
+#[napi]
+impl NativeModel {
+    #[napi]
+    pub fn info(&self) -> napi::Result<NativeModelInfo> {
+        let m = self.get()?;
+        let (c, t) = (&m.model.config, &m.tokenizer);
+        Ok(NativeModelInfo {
+            architecture: format!("{:?}", c.architecture).to_lowercase(),
+            format: m.format.clone(),
+            vocab_size: c.vocab_size as u32,
+            hidden_size: c.hidden_size as u32,
+            n_layers: c.n_layers as u32,
+            n_heads: c.n_heads as u32,
+            n_kv_heads: c.n_kv_heads as u32,
+            head_dim: c.head_dim as u32,
+            context_length: c.context_length as u32,
+            bos_token: t.bos_token,
+            eos_token: t.eos_token,
+            add_bos_token: t.add_bos,
+            eog_tokens: t.eog_tokens.clone(),
+            has_chat_template: m.chat_template.is_some(),
+        })
+    }
+
+    #[napi]
+    pub fn encode(&self, text: String, special: bool, add_bos: bool) -> napi::Result<Uint32Array> {
+        let m = self.get()?;
+        guarded(|| m.tokenizer.encode(&text, special, add_bos)).map(Uint32Array::new)
+    }
+
+    /// The exact bytes of the ids; may end inside a UTF-8 character (the TS decoder buffers it).
+    #[napi]
+    pub fn decode_bytes(&self, ids: Uint32Array) -> napi::Result<Buffer> {
+        let m = self.get()?;
+        guarded(|| m.tokenizer.decode_bytes(&ids)).map(Buffer::from)
+    }
+
+    #[napi]
+    pub fn decode(&self, ids: Uint32Array) -> napi::Result<String> {
+        let m = self.get()?;
+        guarded(|| m.tokenizer.decode(&ids))
+    }
+
+    #[napi]
+    pub fn apply_chat_template(&self, messages: Vec<NativeChatMessage>, add_generation_prompt: bool) -> napi::Result<String> {
+        let m = self.get()?;
+        let messages: Vec<ChatMessage> = messages.into_iter().map(|m| ChatMessage { role: m.role, content: m.content }).collect();
+        guarded(|| {
+            let template = m.chat_template.as_ref().ok_or_else(|| {
+                Error::unsupported("this model ships no chat template; format the prompt yourself and use encode()")
+            })?;
+            template.render(&messages, add_generation_prompt)
+        })
+    }
+
+    #[napi]
+    pub fn create_cache(&self, batch_size: u32, capacity: u32) -> napi::Result<NativeKvCache> {
+        let m = self.get()?;
+        guarded(|| m.model.new_cache(batch_size as usize, capacity as usize)).map(NativeKvCache::new)
+    }
+
+    /// One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
+    /// skip the row). Resolves to logits for the last new token of each row, or for every new
+    /// token when `allLogits` is set.
+    #[napi(ts_return_type = "Promise<NativeForwardResult>")]
+    pub fn forward(
+        &self,
+        cache: &NativeKvCache,
+        tokens: Vec<Uint32Array>,
+        all_logits: bool,
+        cancel: Option<&NativeCancelToken>,
+    ) -> napi::Result<AsyncTask<ForwardTask>> {
+        Ok(AsyncTask::new(ForwardTask {
+            model: self.get()?,
+            cache: cache.inner.clone(),
+            tokens: tokens.iter().map(|t| t.to_vec()).collect(),
+            which: if all_logits { LogitsFor::All } else { LogitsFor::LastPerRow },
+            cancel: cancel.map(|c| c.flag.clone()),
+        }))
+    }
+
+    #[napi]
+    pub fn stats(&self) -> napi::Result<NativeModelStats> {
+        let m = self.get()?;
+        Ok(NativeModelStats {
+            forward_calls: m.model.stats.forward_calls.load(Ordering::Relaxed) as f64,
+            tokens_processed: m.model.stats.tokens_processed.load(Ordering::Relaxed) as f64,
+        })
+    }
+
+    /// Drops the weights now; a forward pass already running keeps them until it finishes.
+    #[napi]
+    pub fn dispose(&self) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    #[napi(getter)]
+    pub fn disposed(&self) -> bool {
+        self.inner.lock().map(|g| g.is_none()).unwrap_or(true)
+    }
+}
