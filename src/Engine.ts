@@ -1,0 +1,151 @@
+import type { FinishReason } from './FinishReason.js'
+import type { GenerateOptions } from './GenerateOptions.js'
+import type { GenerateStep } from './GenerateStep.js'
+import type { GeneratedRow } from './GeneratedRow.js'
+import type { KvCache } from './KvCache.js'
+import { KvEngineError } from './KvEngineError.js'
+import type { Model } from './Model.js'
+import { Rng } from './Rng.js'
+import { RowState } from './RowState.js'
+import { Sampler } from './Sampler.js'
+import { toTokenIds } from './toTokenIds.js'
+import { validateSamplingOptions } from './validateSamplingOptions.js'
+
+/** A validated generation request: who the rows are and when each must stop. */
+interface Plan {
+  prompts: Uint32Array[]
+  numSamples: number
+  maxTokens: number
+  stopTokens: Set<number>
+}
+
+/**
+ * KV-cached generation in the shape of nanochat's Engine: prefill each prompt once, copy its
+ * cache row into every sample, then decode all rows together, one batched forward per step.
+ * Sampling and per-row state live here; the forward pass is the Rust core.
+ */
+export class Engine {
+  readonly model: Model
+
+  constructor(model: Model) {
+    this.model = model
+  }
+
+  /**
+   * Yields one `GenerateStep` per decode step until every row has finished. `prompt` is one
+   * token list, or several (each gets `numSamples` rows, all decoded in the same batch).
+   */
+  async *generate(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions = {}): AsyncGenerator<GenerateStep> {
+    for await (const { step } of this.#run(prompt, options)) yield step
+  }
+
+  async *#run(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions): AsyncGenerator<{ step: GenerateStep; states: RowState[] }> {
+    // 1) Validate everything before any work, so bad input costs nothing.
+    const plan = this.#plan(prompt, options)
+    const sampling = validateSamplingOptions(options)
+    const seed = sampling.seed ?? Math.floor(Math.random() * 2 ** 32)
+    const rowCount = plan.prompts.length * plan.numSamples
+    const { cache, owned } = this.#cacheFor(plan, rowCount, options.cache)
+    const rows = Array.from(
+      { length: rowCount },
+      (_, r) => new RowState(new Sampler(sampling, Rng.forRow(seed, r)), this.model.tokenizer.createDecoder(), options.stop ?? []),
+    )
+    const vocab = this.model.info.vocabSize
+    try {
+      // 2) Prefill: each prompt once, into the first row of its samples.
+      const prefill = rows.map((_, r) => (r % plan.numSamples === 0 ? plan.prompts[r / plan.numSamples] : []))
+      let { logits, rows: logitRows } = await this.model.forward(cache, prefill, { signal: options.signal })
+      // 3) Replicate each prefilled row into its samples; they share the prompt's logits.
+      for (let r = 0; r < rowCount; r++) {
+        if (r % plan.numSamples !== 0) cache.copyRow(r - (r % plan.numSamples), r)
+      }
+      const logitOffset = new Map<number, number>()
+      const rowOffsets = () => {
+        logitOffset.clear()
+        logitRows.forEach((row, i) => logitOffset.set(row, i * vocab))
+      }
+      rowOffsets()
+      // 4) Decode: sample every live row, record, yield, feed the sampled tokens back.
+      for (;;) {
+        this.#throwIfAborted(options.signal)
+        const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
+        const seqlens = cache.seqlens
+        for (const [r, state] of rows.entries()) {
+          if (state.completed) {
+            step.tokenColumn.push(-1), step.tokenMasks.push(0), step.text.push(''), step.finished.push(null)
+            continue
+          }
+          const source = r - (r % plan.numSamples)
+          const offset = logitOffset.get(r) ?? (logitOffset.get(source) as number)
+          const token = state.sampler.sample(logits, offset, vocab)
+          let text = state.accept(token, 1, plan.stopTokens.has(token))
+          if (!state.completed && (state.tokens.length >= plan.maxTokens || seqlens[r] + 1 >= this.model.info.contextLength)) {
+            text += state.finish('length')
+          }
+          step.tokenColumn.push(token), step.tokenMasks.push(1), step.text.push(text)
+          step.finished.push(state.completed ? (state.finishReason as FinishReason) : null)
+        }
+        yield { step, states: rows }
+        if (rows.every((s) => s.completed)) return
+        const next = rows.map((s, r) => (s.completed ? [] : [step.tokenColumn[r]]))
+        ;({ logits, rows: logitRows } = await this.model.forward(cache, next, { signal: options.signal }))
+        rowOffsets()
+      }
+    } catch (err) {
+      if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'generation was aborted', { cause: err })
+      throw err
+    } finally {
+      if (owned) cache.dispose()
+    }
+  }
+
+  /** Runs generation to the end and returns each row's tokens, masks, text and finish reason. */
+  async generateBatch(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions = {}): Promise<GeneratedRow[]> {
+    let rows: RowState[] = []
+    for await (const { states } of this.#run(prompt, options)) rows = states
+    return rows.map((s) => ({ tokens: s.tokens, masks: s.masks, text: s.text, finishReason: s.finishReason ?? 'length' }))
+  }
+
+  #plan(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions): Plan {
+    const { vocabSize, contextLength, eogTokens } = this.model.info
+    const isList = Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] !== 'number'
+    const lists = (isList ? prompt : [prompt]) as ArrayLike<number>[]
+    const prompts = lists.map((p, i) => toTokenIds(p, vocabSize, isList ? `prompt[${i}]` : 'prompt'))
+    for (const [i, p] of prompts.entries()) {
+      if (p.length === 0) throw new KvEngineError('INVALID_ARGUMENT', `prompt${isList ? `[${i}]` : ''} is empty: give at least one token`)
+      if (p.length >= contextLength) {
+        throw new KvEngineError('CONTEXT_OVERFLOW', `the prompt has ${p.length} tokens but the model's context is ${contextLength}; shorten it`)
+      }
+    }
+    const numSamples = options.numSamples ?? 1
+    if (!Number.isInteger(numSamples) || numSamples < 1 || numSamples > 1024) {
+      throw new KvEngineError('INVALID_ARGUMENT', `numSamples must be an integer in 1..1024, got ${String(numSamples)}`)
+    }
+    const longest = Math.max(...prompts.map((p) => p.length))
+    const maxTokens = options.maxTokens ?? contextLength - longest
+    if (!Number.isInteger(maxTokens) || maxTokens < 1) {
+      throw new KvEngineError('INVALID_ARGUMENT', `maxTokens must be a positive integer, got ${String(options.maxTokens)}`)
+    }
+    if (options.stop !== undefined && (!Array.isArray(options.stop) || options.stop.some((s) => typeof s !== 'string'))) {
+      throw new KvEngineError('INVALID_ARGUMENT', 'stop must be an array of strings')
+    }
+    const stopTokens = new Set(options.stopTokens ? toTokenIds(options.stopTokens, vocabSize, 'stopTokens') : eogTokens)
+    return { prompts, numSamples, maxTokens, stopTokens }
+  }
+
+  #cacheFor(plan: Plan, rowCount: number, given?: KvCache): { cache: KvCache; owned: boolean } {
+    if (!given) {
+      const longest = Math.max(...plan.prompts.map((p) => p.length))
+      const capacity = Math.min(longest + plan.maxTokens, this.model.info.contextLength)
+      return { cache: this.model.createCache(rowCount, capacity), owned: true }
+    }
+    if (plan.numSamples !== 1 || given.batchSize !== plan.prompts.length) {
+      throw new KvEngineError('INVALID_ARGUMENT', `a given cache needs numSamples 1 and one row per prompt (it has ${given.batchSize} rows)`)
+    }
+    return { cache: given, owned: false }
+  }
+
+  #throwIfAborted(signal?: AbortSignal): void {
+    if (signal?.aborted) throw new KvEngineError('ABORTED', 'generation was aborted')
+  }
+}

@@ -1,0 +1,10 @@
+import type { FinishReason } from './FinishReason.js'
+
+export interface GeneratedRow {
+  /** Generated tokens, without the ending end-of-turn token. */
+  tokens: number[]
+  /** Per token: 1 sampled, 0 forced. */
+  masks: number[]
+  text: string
+  finishReason: FinishReason
+}

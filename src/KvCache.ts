@@ -1,0 +1,68 @@
+import type { NativeKvCache } from './native.js'
+import { callNative } from './native.js'
+
+/**
+ * A KV store for one model: K and V each `(nLayers, batchSize, capacity, nKvHeads, headDim)`,
+ * with a length per row. Rows advance independently; capacity grows in 1024-position steps.
+ * Create with `model.createCache()`, free with `dispose()`.
+ */
+export class KvCache {
+  /** @internal */
+  readonly native: NativeKvCache
+
+  /** @internal */
+  constructor(native: NativeKvCache) {
+    this.native = native
+  }
+
+  /** Positions held by each row (int32, like flash-attention's `cache_seqlens`). */
+  get seqlens(): Int32Array {
+    return callNative(() => this.native.seqlens())
+  }
+
+  get batchSize(): number {
+    return callNative(() => this.native.batchSize)
+  }
+
+  /** Positions allocated per row (T). */
+  get capacity(): number {
+    return callNative(() => this.native.capacity)
+  }
+
+  /** Bytes held by K and V: 2·L·B·T·H_kv·D·4. */
+  get sizeBytes(): number {
+    return callNative(() => this.native.sizeBytes)
+  }
+
+  /** Copies row `src` into row `dst`: prefill once, then sample many continuations. */
+  copyRow(src: number, dst: number): void {
+    callNative(() => this.native.copyRow(src, dst))
+  }
+
+  /** Empties every row; the memory stays allocated for reuse. */
+  reset(): void {
+    callNative(() => this.native.reset())
+  }
+
+  resetRow(row: number): void {
+    callNative(() => this.native.resetRow(row))
+  }
+
+  /** Drops positions `length..` of a row, e.g. to rewind to a shared prefix. */
+  truncateRow(row: number, length: number): void {
+    callNative(() => this.native.truncateRow(row, length))
+  }
+
+  get disposed(): boolean {
+    return this.native.disposed
+  }
+
+  /** Frees the buffers now (a forward pass in flight finishes first). */
+  dispose(): void {
+    this.native.dispose()
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose()
+  }
+}

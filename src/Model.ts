@@ -1,0 +1,130 @@
+import { stat } from 'node:fs/promises'
+
+import type { ChatMessage } from './ChatMessage.js'
+import { KvCache } from './KvCache.js'
+import { KvEngineError } from './KvEngineError.js'
+import type { ModelInfo } from './ModelInfo.js'
+import { Tokenizer } from './Tokenizer.js'
+import { awaitNative, callNative, native, type NativeModel } from './native.js'
+import { toTokenIds } from './toTokenIds.js'
+
+export interface ModelLoadOptions {
+  /** Threads for the matmuls. Sized once per process (the first load decides). Defaults to the
+   * number of CPU cores candle finds. */
+  threads?: number
+  /** Called with the fraction of weights loaded, from 0 to 1. */
+  onProgress?: (fraction: number) => void
+}
+
+export interface ForwardOptions {
+  /** Logits for every new token instead of only each row's last one. */
+  allLogits?: boolean
+  signal?: AbortSignal
+}
+
+export interface ForwardResult {
+  /** `(rows.length, vocabSize)` row-major; a view of native memory, not a copy. */
+  logits: Float32Array
+  /** The cache row each logits row belongs to. */
+  rows: Uint32Array
+}
+
+/** A loaded model: weights, tokenizer and chat template. Free it with `dispose()`. */
+export class Model {
+  readonly tokenizer: Tokenizer
+  readonly info: ModelInfo
+  readonly path: string
+  readonly #native: NativeModel
+
+  private constructor(path: string, handle: NativeModel) {
+    this.path = path
+    this.#native = handle
+    this.info = callNative(() => handle.info()) as ModelInfo
+    this.tokenizer = new Tokenizer(handle, this.info.addBosToken)
+  }
+
+  /** Loads a `.gguf` file or a Hugging Face directory (config.json, *.safetensors, tokenizer.json). */
+  static async load(path: string, options: ModelLoadOptions = {}): Promise<Model> {
+    if (typeof path !== 'string' || path.length === 0) {
+      throw new KvEngineError('INVALID_ARGUMENT', 'Model.load() needs the path of a .gguf file or a model directory')
+    }
+    const { threads, onProgress } = options
+    if (threads !== undefined && (!Number.isInteger(threads) || threads < 1 || threads > 1024)) {
+      throw new KvEngineError('INVALID_ARGUMENT', `threads must be an integer in 1..1024, got ${String(threads)}`)
+    }
+    await stat(path).catch((cause: NodeJS.ErrnoException) => {
+      throw new KvEngineError(
+        cause.code === 'ENOENT' ? 'NOT_FOUND' : 'INVALID_ARGUMENT',
+        `cannot open model '${path}': ${cause.message}. Pass a .gguf file or a Hugging Face model directory`,
+        { cause },
+      )
+    })
+    const handle = await awaitNative(() => native.loadModel(path, threads, onProgress))
+    return new Model(path, handle)
+  }
+
+  /** Renders messages with the model's own chat template (Jinja, as Hugging Face renders it). */
+  applyChatTemplate(messages: ChatMessage[], options: { addGenerationPrompt?: boolean } = {}): string {
+    if (!Array.isArray(messages) || messages.length === 0) {
+      throw new KvEngineError('INVALID_ARGUMENT', 'applyChatTemplate() needs a non-empty array of messages')
+    }
+    for (const [i, m] of messages.entries()) {
+      if (typeof m?.role !== 'string' || typeof m?.content !== 'string') {
+        throw new KvEngineError('INVALID_ARGUMENT', `messages[${i}] must be { role: string, content: string }`)
+      }
+    }
+    const plain = messages.map(({ role, content }) => ({ role, content }))
+    return callNative(() => this.#native.applyChatTemplate(plain, options.addGenerationPrompt ?? true))
+  }
+
+  /** A KV cache with `batchSize` rows and room for `capacity` positions each (it grows as needed). */
+  createCache(batchSize = 1, capacity = 1024): KvCache {
+    for (const [name, v, max] of [
+      ['batchSize', batchSize, 4096],
+      ['capacity', capacity, this.info.contextLength],
+    ] as const) {
+      if (!Number.isInteger(v) || v < 1 || v > max) {
+        throw new KvEngineError('INVALID_ARGUMENT', `${name} must be an integer in 1..${max}, got ${String(v)}`)
+      }
+    }
+    return new KvCache(callNative(() => this.#native.createCache(batchSize, capacity)))
+  }
+
+  /**
+   * The low-level step: runs `tokens[row]` (new tokens per row; empty skips the row) through the
+   * model, appending their K/V to `cache`, and resolves to logits. Rows keep their own lengths
+   * and positions. On error or abort the cache is left exactly as it was.
+   */
+  async forward(cache: KvCache, tokens: ArrayLike<number>[], options: ForwardOptions = {}): Promise<ForwardResult> {
+    if (!(cache instanceof KvCache)) throw new KvEngineError('INVALID_ARGUMENT', 'forward() needs a KvCache from createCache()')
+    if (!Array.isArray(tokens)) throw new KvEngineError('INVALID_ARGUMENT', 'tokens must be an array with one token list per cache row')
+    const rows = tokens.map((t, i) => toTokenIds(t, this.info.vocabSize, `tokens[${i}]`))
+    const token = options.signal ? new native.NativeCancelToken() : undefined
+    const onAbort = () => token?.cancel()
+    if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'the signal was already aborted')
+    options.signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      return await awaitNative(() => this.#native.forward(cache.native, rows, options.allLogits ?? false, token))
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /** How many forward passes and tokens this model has run (to check what a call cost). */
+  stats(): { forwardCalls: number; tokensProcessed: number } {
+    return callNative(() => this.#native.stats())
+  }
+
+  get disposed(): boolean {
+    return this.#native.disposed
+  }
+
+  /** Frees the weights now, rather than when the garbage collector gets to it. */
+  dispose(): void {
+    this.#native.dispose()
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose()
+  }
+}

@@ -1,0 +1,42 @@
+import { IncrementalDecoder } from './IncrementalDecoder.js'
+import { KvEngineError } from './KvEngineError.js'
+import type { NativeModel } from './native.js'
+import { callNative } from './native.js'
+
+export interface EncodeOptions {
+  /** Parse special-token text such as `<|im_start|>` as special tokens. Off by default, so text a
+   * user typed can never forge a turn; rendered chat templates turn it on. */
+  special?: boolean
+  /** Prepend the BOS token. Defaults to what the model's tokenizer metadata asks for. */
+  addBos?: boolean
+}
+
+/** The model's own tokenizer (from the GGUF metadata or tokenizer.json). */
+export class Tokenizer {
+  readonly #native: NativeModel
+  readonly #defaultAddBos: boolean
+
+  /** @internal created by Model.load */
+  constructor(native: NativeModel, defaultAddBos: boolean) {
+    this.#native = native
+    this.#defaultAddBos = defaultAddBos
+  }
+
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    if (typeof text !== 'string') {
+      throw new KvEngineError('INVALID_ARGUMENT', `encode() takes a string, got ${typeof text}`)
+    }
+    const ids = callNative(() => this.#native.encode(text, options.special ?? false, options.addBos ?? this.#defaultAddBos))
+    return Array.from(ids)
+  }
+
+  /** Whole-sequence decode; invalid UTF-8 at the edges becomes U+FFFD. */
+  decode(tokens: ArrayLike<number>): string {
+    return callNative(() => this.#native.decode(Uint32Array.from(tokens)))
+  }
+
+  /** A decoder for streaming: feed tokens one at a time, get back only complete characters. */
+  createDecoder(): IncrementalDecoder {
+    return new IncrementalDecoder(this.#native)
+  }
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/env node
+// kvengine's command line: generate (stream one answer), chat (multi-turn REPL whose history
+// stays in the KV cache), convert (re-encode a GGUF file).
+import { createInterface } from 'node:readline/promises'
+import { parseArgs } from 'node:util'
+
+import type { ChatMessage } from './ChatMessage.js'
+import { convertGguf, type GgufTarget } from './convertGguf.js'
+import { defaultModelPath } from './defaultModelPath.js'
+import { Engine } from './Engine.js'
+import { KvEngineError } from './KvEngineError.js'
+import { Model } from './Model.js'
+
+const USAGE = `usage:
+  kvengine generate [-m model] [-p prompt] [--raw] [sampling options]
+  kvengine chat [-m model] [-s system prompt] [sampling options]
+  kvengine convert <input.gguf> <output.gguf> --to f32|f16|q8_0|q4_0|q4_k
+
+sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
+-m defaults to SmolLM2-135M-Instruct (fetched on first use).`
+
+const DEMO_PROMPT = 'In three sentences, why does a KV cache make text generation faster?'
+
+const options = {
+  model: { type: 'string', short: 'm' },
+  prompt: { type: 'string', short: 'p' },
+  system: { type: 'string', short: 's' },
+  raw: { type: 'boolean' },
+  to: { type: 'string' },
+  'max-tokens': { type: 'string' },
+  temperature: { type: 'string' },
+  'top-k': { type: 'string' },
+  'top-p': { type: 'string' },
+  'min-p': { type: 'string' },
+  seed: { type: 'string' },
+  threads: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const
+
+type Args = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>['values']
+
+function num(v: string | undefined): number | undefined {
+  return v === undefined ? undefined : Number(v)
+}
+
+function sampling(args: Args) {
+  return {
+    maxTokens: num(args['max-tokens']),
+    temperature: num(args.temperature) ?? 0.7,
+    topK: num(args['top-k']),
+    topP: num(args['top-p']),
+    minP: num(args['min-p']),
+    seed: num(args.seed),
+  }
+}
+
+async function load(args: Args): Promise<Model> {
+  const path = args.model ?? defaultModelPath()
+  let shown = -1
+  const model = await Model.load(path, {
+    threads: num(args.threads),
+    onProgress: (f) => {
+      const pct = Math.round(f * 100)
+      if (process.stderr.isTTY && pct !== shown) process.stderr.write(`\rloading ${path} ${(shown = pct)}%`)
+    },
+  })
+  process.stderr.write(`${process.stderr.isTTY ? '\r' : ''}loaded ${path} (${model.info.architecture}, ${model.info.format})\n`)
+  return model
+}
+
+async function generate(args: Args): Promise<void> {
+  const model = await load(args)
+  const prompt = args.prompt ?? DEMO_PROMPT
+  const useChat = !args.raw && model.info.hasChatTemplate
+  const text = useChat ? model.applyChatTemplate([{ role: 'user', content: prompt }], { addGenerationPrompt: true }) : prompt
+  const tokens = model.tokenizer.encode(text, { special: useChat })
+  if (!useChat) process.stdout.write(prompt)
+  const started = performance.now()
+  let count = 0
+  for await (const step of new Engine(model).generate(tokens, sampling(args))) {
+    process.stdout.write(step.text[0])
+    count++
+  }
+  const seconds = (performance.now() - started) / 1000
+  process.stdout.write('\n')
+  process.stderr.write(`[${count} tokens in ${seconds.toFixed(2)} s, ${(count / seconds).toFixed(1)} tokens/s]\n`)
+  model.dispose()
+}
+
+function commonPrefix(a: number[], b: number[]): number {
+  let n = 0
+  while (n < a.length && n < b.length && a[n] === b[n]) n++
+  return n
+}
+
+async function chat(args: Args): Promise<void> {
+  const model = await load(args)
+  const engine = new Engine(model)
+  const cache = model.createCache(1, 1024)
+  const messages: ChatMessage[] = args.system ? [{ role: 'system', content: args.system }] : []
+  let cached: number[] = [] // the tokens whose K/V row 0 holds
+  const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY })
+  process.stderr.write('chat: type a message, or /exit\n')
+  try {
+    for (;;) {
+      const line = await rl.question('> ').catch(() => null)
+      if (line === null || line.trim() === '/exit') break
+      if (!line.trim()) continue
+      messages.push({ role: 'user', content: line })
+      const full = model.tokenizer.encode(model.applyChatTemplate(messages, { addGenerationPrompt: true }), { special: true })
+      // Reuse the cached history; re-feed only what differs (at least one token, for logits).
+      const reused = Math.min(commonPrefix(cached, full), full.length - 1)
+      cache.truncateRow(0, reused)
+      const produced: number[] = []
+      let reply = ''
+      for await (const step of engine.generate(full.slice(reused), { ...sampling(args), cache })) {
+        produced.push(step.tokenColumn[0])
+        reply += step.text[0]
+        process.stdout.write(step.text[0])
+      }
+      process.stdout.write('\n')
+      process.stderr.write(`[reused ${reused} cached tokens, prefilled ${full.length - reused}, generated ${produced.length}]\n`)
+      cached = full.concat(produced).slice(0, cache.seqlens[0])
+      messages.push({ role: 'assistant', content: reply })
+    }
+  } finally {
+    rl.close()
+    cache.dispose()
+    model.dispose()
+  }
+}
+
+async function convert(args: Args, positionals: string[]): Promise<void> {
+  const [input, output] = positionals
+  if (!input || !output || !args.to) throw new KvEngineError('INVALID_ARGUMENT', `convert needs <input> <output> --to <type>\n${USAGE}`)
+  await convertGguf(input, output, args.to as GgufTarget, (f) => process.stderr.write(`\rconverting ${Math.round(f * 100)}%`))
+  process.stderr.write(`\nwrote ${output}\n`)
+}
+
+async function main(): Promise<void> {
+  const { values, positionals } = parseArgs({ options, allowPositionals: true })
+  const [command, ...rest] = positionals
+  if (values.help || !command) {
+    console.log(USAGE)
+    return
+  }
+  if (command === 'generate') return generate(values)
+  if (command === 'chat') return chat(values)
+  if (command === 'convert') return convert(values, rest)
+  throw new KvEngineError('INVALID_ARGUMENT', `unknown command '${command}'\n${USAGE}`)
+}
+
+main().catch((err: unknown) => {
+  const code = err instanceof KvEngineError ? ` [${err.code}]` : ''
+  process.stderr.write(`kvengine${code}: ${(err as Error).message}\n`)
+  process.exitCode = 1
+})

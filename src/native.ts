@@ -1,0 +1,82 @@
+// The only module that touches the generated N-API binding. Everything else imports from here,
+// so the binding stays private and every native error becomes a KvEngineError in one place.
+import { createRequire } from 'node:module'
+import { existsSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+import { KvEngineError, type KvEngineErrorCode } from './KvEngineError.js'
+import type * as Binding from '../native.cjs'
+
+export type { NativeModel, NativeKvCache, NativeModelInfo, NativeForwardResult, NativeCancelToken } from '../native.cjs'
+
+/** The package root holds native.cjs both when running from source and from dist/. */
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  while (!existsSync(join(dir, 'native.cjs'))) {
+    const parent = dirname(dir)
+    if (parent === dir) throw new KvEngineError('INTERNAL', 'kvengine: cannot find native.cjs; reinstall the package')
+    dir = parent
+  }
+  return dir
+}
+
+const require = createRequire(import.meta.url)
+
+function loadBinding(): typeof Binding {
+  try {
+    return require(join(packageRoot(), 'native.cjs')) as typeof Binding
+  } catch (cause) {
+    throw new KvEngineError(
+      'UNSUPPORTED',
+      `kvengine: the native addon for ${process.platform}-${process.arch} could not be loaded ` +
+        `(${(cause as Error).message}). Build it with "npm run build" or install the matching ` +
+        `platform package.`,
+      { cause },
+    )
+  }
+}
+
+export const native = loadBinding()
+
+const CODED = /^\[([A-Z_]+)\] ([\s\S]*)$/
+const CODES = new Set<KvEngineErrorCode>([
+  'INVALID_ARGUMENT',
+  'NOT_FOUND',
+  'CORRUPT_FILE',
+  'UNSUPPORTED',
+  'CONTEXT_OVERFLOW',
+  'DISPOSED',
+  'ABORTED',
+  'INTERNAL',
+])
+
+/** Maps an error thrown by the binding to a KvEngineError. N-API's own argument-conversion
+ * failures carry no code of ours, and are the caller passing a wrong type. */
+export function toKvEngineError(err: unknown): unknown {
+  if (err instanceof KvEngineError || !(err instanceof Error)) return err
+  const m = CODED.exec(err.message)
+  if (m && CODES.has(m[1] as KvEngineErrorCode)) {
+    return new KvEngineError(m[1] as KvEngineErrorCode, m[2], { cause: err })
+  }
+  if (/Failed to convert|expect|InvalidArg/i.test(err.message)) {
+    return new KvEngineError('INVALID_ARGUMENT', err.message, { cause: err })
+  }
+  return new KvEngineError('INTERNAL', err.message, { cause: err })
+}
+
+export function callNative<T>(fn: () => T): T {
+  try {
+    return fn()
+  } catch (err) {
+    throw toKvEngineError(err)
+  }
+}
+
+export async function awaitNative<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (err) {
+    throw toKvEngineError(err)
+  }
+}
