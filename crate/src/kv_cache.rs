@@ -207,3 +207,104 @@ fn zeroed(elems: usize) -> Result<Vec<f32>> {
         Ok(Vec::from_raw_parts(ptr, elems, elems))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Architecture, RopeStyle};
+
+    fn config(n_layers: usize, n_kv_heads: usize, head_dim: usize) -> ModelConfig {
+        ModelConfig {
+            architecture: Architecture::Llama,
+            vocab_size: 10,
+            hidden_size: 8,
+            intermediate_size: 8,
+            n_layers,
+            n_heads: n_kv_heads * 2,
+            n_kv_heads,
+            head_dim,
+            rms_norm_eps: 1e-5,
+            rope_theta: 10_000.0,
+            rope_style: RopeStyle::Interleaved,
+            rope_freq_factors: Vec::new(),
+            context_length: 8192,
+            tie_word_embeddings: true,
+        }
+    }
+
+    /// A value that encodes where it was written, so any misplaced copy shows up.
+    fn stamp(layer: usize, row: usize, pos: usize, i: usize) -> f32 {
+        (layer * 1_000_000 + row * 10_000 + pos * 10 + i) as f32
+    }
+
+    fn fill(cache: &mut KvCache, row: usize, from: usize, to: usize) {
+        let width = cache.n_kv_heads * cache.head_dim;
+        for layer in 0..cache.n_layers {
+            for pos in from..to {
+                let k: Vec<f32> = (0..width).map(|i| stamp(layer, row, pos, i)).collect();
+                let v: Vec<f32> = k.iter().map(|x| -x).collect();
+                cache.write(layer, row, pos, &k, &v);
+            }
+        }
+        cache.set_seqlen(row, to);
+    }
+
+    fn check(cache: &KvCache, row: usize, as_row: usize) {
+        let width = cache.n_kv_heads * cache.head_dim;
+        for layer in 0..cache.n_layers {
+            let (k, v) = cache.row(layer, row);
+            for pos in 0..cache.seqlen(row) {
+                for i in 0..width {
+                    assert_eq!(k[pos * width + i], stamp(layer, as_row, pos, i), "k layer {layer} row {row} pos {pos}");
+                    assert_eq!(v[pos * width + i], -stamp(layer, as_row, pos, i), "v layer {layer} row {row} pos {pos}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn size_matches_formula() {
+        let cfg = config(3, 2, 4);
+        let cache = KvCache::new(&cfg, 5, 100).unwrap();
+        assert_eq!(cache.capacity(), 1024, "capacity rounds up to the growth step");
+        assert_eq!(cache.size_bytes(), 2 * 3 * 5 * 1024 * 2 * 4 * std::mem::size_of::<f32>());
+    }
+
+    #[test]
+    fn growth_keeps_every_row_intact() {
+        let cfg = config(2, 2, 4);
+        let mut cache = KvCache::new(&cfg, 3, 1024).unwrap();
+        fill(&mut cache, 0, 0, 1000);
+        fill(&mut cache, 2, 0, 17);
+        cache.ensure_capacity(1500).unwrap();
+        assert_eq!(cache.capacity(), 2048);
+        assert_eq!(cache.size_bytes(), 2 * 2 * 3 * 2048 * 2 * 4 * 4);
+        fill(&mut cache, 1, 0, 1500);
+        check(&cache, 0, 0);
+        check(&cache, 1, 1);
+        check(&cache, 2, 2);
+        assert_eq!(cache.seqlens(), &[1000, 1500, 17]);
+    }
+
+    #[test]
+    fn copy_row_replicates_contents_and_length() {
+        let cfg = config(2, 1, 8);
+        let mut cache = KvCache::new(&cfg, 4, 16).unwrap();
+        fill(&mut cache, 0, 0, 9);
+        for dst in 1..4 {
+            cache.copy_row(0, dst).unwrap();
+            check(&cache, dst, 0);
+        }
+        assert_eq!(cache.seqlens(), &[9, 9, 9, 9]);
+        assert!(cache.copy_row(0, 4).is_err());
+    }
+
+    #[test]
+    fn overflowing_the_context_is_an_error() {
+        let cfg = config(1, 1, 2);
+        let mut cache = KvCache::new(&cfg, 1, 1).unwrap();
+        let err = cache.ensure_capacity(8193).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::ContextOverflow);
+        assert!(KvCache::new(&cfg, 0, 1).is_err());
+    }
+}

@@ -15,6 +15,8 @@ use crate::kv_cache::KvCache;
 use crate::rope::{Rope, RopeAngles};
 use crate::weights::{Weight, WeightSource};
 
+mod reference;
+
 struct Linear {
     weight: QMatMul,
     bias: Option<Tensor>,

@@ -1,0 +1,74 @@
+//! The slow reference path: the whole sequence through the model with no KV store, textbook
+//! attention from tensor ops (explicit causal mask, GQA heads repeated, candle's own RoPE
+//! kernels). It shares only the weights with the fast path, so the equivalence tests compare two
+//! independent implementations of the same maths.
+
+use candle_core::{DType, Device, Module, Tensor, D};
+
+use super::{Block, Model};
+use crate::config::RopeStyle;
+use crate::error::{Error, Result};
+
+impl Model {
+    /// Logits for every position of `tokens`, `(len, vocab)` row-major, computed from scratch.
+    pub fn forward_reference(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() || tokens.len() > self.config.context_length {
+            return Err(Error::invalid("reference forward needs 1..=context_length tokens"));
+        }
+        let (cos, sin) = self.reference_rope_tables(tokens.len())?;
+        let mut x = self.embed(tokens)?;
+        for block in &self.blocks {
+            x = self.reference_block(block, &x, &cos, &sin)?;
+        }
+        let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
+        let logits = self.lm_head.forward(&x)?;
+        Ok(logits.flatten_all()?.to_vec1::<f32>()?)
+    }
+
+    fn reference_rope_tables(&self, len: usize) -> Result<(Tensor, Tensor)> {
+        let cfg = &self.config;
+        let half = cfg.head_dim / 2;
+        let inv: Vec<f32> = (0..half)
+            .map(|i| {
+                let f = 1.0 / (cfg.rope_theta as f64).powf((2 * i) as f64 / cfg.head_dim as f64);
+                (f / cfg.rope_freq_factors.get(i).copied().unwrap_or(1.0) as f64) as f32
+            })
+            .collect();
+        let inv = Tensor::from_vec(inv, (1, half), &Device::Cpu)?;
+        let pos = Tensor::arange(0u32, len as u32, &Device::Cpu)?.to_dtype(DType::F32)?.reshape((len, 1))?;
+        let angles = pos.broadcast_mul(&inv)?;
+        Ok((angles.cos()?, angles.sin()?))
+    }
+
+    fn reference_block(&self, b: &Block, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+        let cfg = &self.config;
+        let t = x.dim(0)?;
+        let heads = |y: Tensor, n: usize| -> Result<Tensor> {
+            Ok(y.reshape((1, t, n, cfg.head_dim))?.transpose(1, 2)?.contiguous()?)
+        };
+        let rope = |y: &Tensor| -> Result<Tensor> {
+            Ok(match cfg.rope_style {
+                RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(y, cos, sin)?,
+                RopeStyle::HalfSplit => candle_nn::rotary_emb::rope(y, cos, sin)?,
+            })
+        };
+        let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
+        let q = rope(&heads(b.q.forward(&h)?, cfg.n_heads)?)?;
+        let k = rope(&heads(b.k.forward(&h)?, cfg.n_kv_heads)?)?;
+        let v = heads(b.v.forward(&h)?, cfg.n_kv_heads)?;
+        let group = cfg.n_heads / cfg.n_kv_heads;
+        let repeat = |y: Tensor| -> Result<Tensor> {
+            Ok(Tensor::cat(&vec![&y; group], 2)?.reshape((1, cfg.n_heads, t, cfg.head_dim))?)
+        };
+        let (k, v) = (repeat(k)?, repeat(v)?);
+        let scores = (q.matmul(&k.t()?)? / (cfg.head_dim as f64).sqrt())?;
+        let mask: Vec<f32> = (0..t * t).map(|i| if i % t > i / t { f32::NEG_INFINITY } else { 0.0 }).collect();
+        let mask = Tensor::from_vec(mask, (t, t), &Device::Cpu)?;
+        let probs = candle_nn::ops::softmax(&scores.broadcast_add(&mask)?, D::Minus1)?;
+        let attn = probs.matmul(&v)?.transpose(1, 2)?.reshape((t, cfg.q_dim()))?;
+        let x = (x + b.o.forward(&attn)?)?;
+        let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
+        let mlp = (candle_nn::ops::silu(&b.gate.forward(&h)?)? * b.up.forward(&h)?)?;
+        Ok((x + b.down.forward(&mlp)?)?)
+    }
+}
