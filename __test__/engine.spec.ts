@@ -1,0 +1,119 @@
+import test from 'ava'
+
+import { Engine, Model } from '../index.js'
+import { chatml, modelPath } from './models.js'
+
+const model = await Model.load(modelPath('Q8_0'))
+const engine = new Engine(model)
+const encode = (text: string) => model.tokenizer.encode(text, { special: true })
+
+test('numSamples: 8 prefills the prompt exactly once, then decodes all rows in one pass per step', async (t) => {
+  const prompt = encode(chatml('Name a colour.'))
+  const before = model.stats()
+  let fed = 0
+  let steps = 0
+  for await (const step of engine.generate(prompt, { numSamples: 8, maxTokens: 12, temperature: 1, seed: 7 })) {
+    steps++
+    // every row that did not finish at this step is fed its token at the next forward pass
+    fed += step.tokenColumn.filter((tok, r) => tok >= 0 && step.finished[r] === null).length
+  }
+  const after = model.stats()
+  t.is(after.forwardCalls - before.forwardCalls, steps, 'one prefill plus one batched forward per later step')
+  t.is(after.tokensProcessed - before.tokensProcessed, prompt.length + fed, 'the prompt went through the model once, not 8 times')
+})
+
+test('rows of different prompt lengths generated together equal each generated alone (greedy)', async (t) => {
+  const prompts = [
+    encode(chatml('Hi')),
+    encode(chatml('Explain what a hash map is, and when it beats a sorted array.')),
+    model.tokenizer.encode('Once upon a time'),
+  ]
+  const together = await engine.generateBatch(prompts, { temperature: 0, maxTokens: 32 })
+  for (const [i, p] of prompts.entries()) {
+    const [alone] = await engine.generateBatch(p, { temperature: 0, maxTokens: 32 })
+    t.deepEqual(together[i].tokens, alone.tokens, `prompt ${i}`)
+    t.is(together[i].text, alone.text)
+  }
+})
+
+test('each row stops on its own end-of-turn token; maxTokens bounds the rest', async (t) => {
+  const rows = await engine.generateBatch(encode(chatml('Say hello.')), { numSamples: 4, maxTokens: 40, temperature: 0.8, seed: 3 })
+  t.is(rows.length, 4)
+  for (const row of rows) {
+    t.true(row.tokens.length <= 40)
+    t.false(row.tokens.some((tok) => model.info.eogTokens.includes(tok)), 'the end-of-turn token is not part of the output')
+    if (row.finishReason === 'length') t.is(row.tokens.length, 40)
+  }
+  t.true(rows.some((r) => r.finishReason === 'stop'), 'a short answer ends on <|im_end|>')
+})
+
+test('the same seed reproduces, different seeds differ, temperature 0 ignores the seed', async (t) => {
+  const prompt = encode(chatml('Write a one-line story about a fox.'))
+  const run = (o: object) => engine.generateBatch(prompt, { numSamples: 2, maxTokens: 24, ...o })
+  t.deepEqual(await run({ temperature: 1, seed: 11 }), await run({ temperature: 1, seed: 11 }))
+  const [a, b] = [await run({ temperature: 1, seed: 11 }), await run({ temperature: 1, seed: 12 })]
+  t.notDeepEqual(a.map((r) => r.tokens), b.map((r) => r.tokens))
+  const g1 = await run({ temperature: 0, seed: 1 })
+  const g2 = await run({ temperature: 0, seed: 2 })
+  t.deepEqual(g1, g2)
+  t.deepEqual(g1[0].tokens, g1[1].tokens, 'greedy samples are identical')
+})
+
+test('first tokens differ across samples at temperature > 0 (each row samples on its own)', async (t) => {
+  const firsts = new Set<number>()
+  for await (const step of engine.generate(encode(chatml('Pick a random word.')), { numSamples: 16, maxTokens: 1, temperature: 1.5, seed: 5 })) {
+    step.tokenColumn.forEach((tok) => firsts.add(tok))
+  }
+  t.true(firsts.size > 1, `16 samples gave ${firsts.size} distinct first tokens`)
+})
+
+test('stop strings end a row before the stop text, also when it spans tokens', async (t) => {
+  const [free] = await engine.generateBatch(model.tokenizer.encode('1, 2, 3, 4, 5, 6, 7'), { temperature: 0, maxTokens: 20 })
+  t.true(free.text.includes(', 9'), `greedy text: ${JSON.stringify(free.text)}`)
+  const [stopped] = await engine.generateBatch(model.tokenizer.encode('1, 2, 3, 4, 5, 6, 7'), { temperature: 0, maxTokens: 20, stop: [', 9'] })
+  t.is(stopped.finishReason, 'stop')
+  t.is(stopped.text, free.text.slice(0, free.text.indexOf(', 9')))
+})
+
+test('streamed text concatenates to the decoded tokens', async (t) => {
+  let text = ''
+  const tokens: number[] = []
+  for await (const step of engine.generate(encode(chatml('Écris une phrase en français avec des accents, et un emoji.')), { temperature: 0, maxTokens: 48 })) {
+    text += step.text[0]
+    if (step.finished[0] !== 'stop') tokens.push(step.tokenColumn[0])
+  }
+  t.is(text, model.tokenizer.decode(tokens))
+})
+
+test('continuing a cached conversation equals re-prefilling it', async (t) => {
+  const turn1 = encode(chatml('What is 2 + 2?'))
+  const cache = model.createCache(1, 256)
+  const first = await engine.generateBatch(turn1, { temperature: 0, maxTokens: 16, cache })
+  const history = turn1.concat(first[0].tokens).slice(0, cache.seqlens[0])
+  const turn2 = encode('<|im_end|>\n<|im_start|>user\nAnd 3 + 3?<|im_end|>\n<|im_start|>assistant\n')
+  const pending = turn1.concat(first[0].tokens).slice(history.length)
+  const continued = await engine.generateBatch(pending.concat(turn2), { temperature: 0, maxTokens: 16, cache })
+  const fresh = await engine.generateBatch(turn1.concat(first[0].tokens, turn2), { temperature: 0, maxTokens: 16 })
+  t.deepEqual(continued[0].tokens, fresh[0].tokens)
+  cache.dispose()
+})
+
+test('applyChatTemplate renders the model\'s own template (ChatML for SmolLM2)', (t) => {
+  const text = model.applyChatTemplate([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true })
+  t.is(text, chatml('Hi'))
+})
+
+test('the KV store reports 2·L·B·T·H_kv·D·4 bytes and grows in 1024 steps', async (t) => {
+  const { nLayers, nKvHeads, headDim } = model.info
+  const cache = model.createCache(3, 100)
+  t.is(cache.capacity, 1024)
+  t.is(cache.sizeBytes, 2 * nLayers * 3 * 1024 * nKvHeads * headDim * 4)
+  const run = (token: number, n: number) => new Array<number>(n).fill(token)
+  const [a, b] = [model.tokenizer.encode(' a')[0], model.tokenizer.encode(' b')[0]]
+  await model.forward(cache, [run(a, 600), [], run(b, 520)])
+  await model.forward(cache, [run(a, 500), [b], []])
+  t.deepEqual(Array.from(cache.seqlens), [1100, 1, 520])
+  t.is(cache.capacity, 2048)
+  t.is(cache.sizeBytes, 2 * nLayers * 3 * 2048 * nKvHeads * headDim * 4)
+  cache.dispose()
+})
