@@ -7,7 +7,7 @@ const model = await Model.load(modelPath('Q8_0'))
 const engine = new Engine(model)
 const encode = (text: string) => model.tokenizer.encode(text, { special: true })
 
-test('numSamples: 8 prefills the prompt exactly once, then decodes all rows in one pass per step', async (t) => {
+test.serial('numSamples: 8 prefills the prompt exactly once, then decodes all rows in one pass per step', async (t) => {
   const prompt = encode(chatml('Name a colour.'))
   const before = model.stats()
   let fed = 0
@@ -22,7 +22,7 @@ test('numSamples: 8 prefills the prompt exactly once, then decodes all rows in o
   t.is(after.tokensProcessed - before.tokensProcessed, prompt.length + fed, 'the prompt went through the model once, not 8 times')
 })
 
-test('rows of different prompt lengths generated together equal each generated alone (greedy)', async (t) => {
+test.serial('rows of different prompt lengths generated together equal each generated alone (greedy)', async (t) => {
   const prompts = [
     encode(chatml('Hi')),
     encode(chatml('Explain what a hash map is, and when it beats a sorted array.')),
@@ -36,7 +36,7 @@ test('rows of different prompt lengths generated together equal each generated a
   }
 })
 
-test('each row stops on its own end-of-turn token; maxTokens bounds the rest', async (t) => {
+test.serial('each row stops on its own end-of-turn token; maxTokens bounds the rest', async (t) => {
   const rows = await engine.generateBatch(encode(chatml('Say hello.')), { numSamples: 4, maxTokens: 40, temperature: 0.8, seed: 3 })
   t.is(rows.length, 4)
   for (const row of rows) {
@@ -47,7 +47,7 @@ test('each row stops on its own end-of-turn token; maxTokens bounds the rest', a
   t.true(rows.some((r) => r.finishReason === 'stop'), 'a short answer ends on <|im_end|>')
 })
 
-test('the same seed reproduces, different seeds differ, temperature 0 ignores the seed', async (t) => {
+test.serial('the same seed reproduces, different seeds differ, temperature 0 ignores the seed', async (t) => {
   const prompt = encode(chatml('Write a one-line story about a fox.'))
   const run = (o: object) => engine.generateBatch(prompt, { numSamples: 2, maxTokens: 24, ...o })
   t.deepEqual(await run({ temperature: 1, seed: 11 }), await run({ temperature: 1, seed: 11 }))
@@ -59,7 +59,7 @@ test('the same seed reproduces, different seeds differ, temperature 0 ignores th
   t.deepEqual(g1[0].tokens, g1[1].tokens, 'greedy samples are identical')
 })
 
-test('first tokens differ across samples at temperature > 0 (each row samples on its own)', async (t) => {
+test.serial('first tokens differ across samples at temperature > 0 (each row samples on its own)', async (t) => {
   const firsts = new Set<number>()
   for await (const step of engine.generate(encode(chatml('Pick a random word.')), { numSamples: 16, maxTokens: 1, temperature: 1.5, seed: 5 })) {
     step.tokenColumn.forEach((tok) => firsts.add(tok))
@@ -67,7 +67,7 @@ test('first tokens differ across samples at temperature > 0 (each row samples on
   t.true(firsts.size > 1, `16 samples gave ${firsts.size} distinct first tokens`)
 })
 
-test('stop strings end a row before the stop text, also when it spans tokens', async (t) => {
+test.serial('stop strings end a row before the stop text, also when it spans tokens', async (t) => {
   const [free] = await engine.generateBatch(model.tokenizer.encode('1, 2, 3, 4, 5, 6, 7'), { temperature: 0, maxTokens: 20 })
   t.true(free.text.includes(', 9'), `greedy text: ${JSON.stringify(free.text)}`)
   const [stopped] = await engine.generateBatch(model.tokenizer.encode('1, 2, 3, 4, 5, 6, 7'), { temperature: 0, maxTokens: 20, stop: [', 9'] })
@@ -75,7 +75,7 @@ test('stop strings end a row before the stop text, also when it spans tokens', a
   t.is(stopped.text, free.text.slice(0, free.text.indexOf(', 9')))
 })
 
-test('streamed text concatenates to the decoded tokens', async (t) => {
+test.serial('streamed text concatenates to the decoded tokens', async (t) => {
   let text = ''
   const tokens: number[] = []
   for await (const step of engine.generate(encode(chatml('Écris une phrase en français avec des accents, et un emoji.')), { temperature: 0, maxTokens: 48 })) {
@@ -85,7 +85,7 @@ test('streamed text concatenates to the decoded tokens', async (t) => {
   t.is(text, model.tokenizer.decode(tokens))
 })
 
-test('continuing a cached conversation equals re-prefilling it', async (t) => {
+test.serial('continuing a cached conversation equals re-prefilling it', async (t) => {
   const turn1 = encode(chatml('What is 2 + 2?'))
   const cache = model.createCache(1, 256)
   const first = await engine.generateBatch(turn1, { temperature: 0, maxTokens: 16, cache })
@@ -98,12 +98,12 @@ test('continuing a cached conversation equals re-prefilling it', async (t) => {
   cache.dispose()
 })
 
-test('applyChatTemplate renders the model\'s own template (ChatML for SmolLM2)', (t) => {
+test.serial('applyChatTemplate renders the model\'s own template (ChatML for SmolLM2)', (t) => {
   const text = model.applyChatTemplate([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true })
   t.is(text, chatml('Hi'))
 })
 
-test('the KV store reports 2·L·B·T·H_kv·D·4 bytes and grows in 1024 steps', async (t) => {
+test.serial('the KV store reports 2·L·B·T·H_kv·D·4 bytes and grows in 1024 steps', async (t) => {
   const { nLayers, nKvHeads, headDim } = model.info
   const cache = model.createCache(3, 100)
   t.is(cache.capacity, 1024)

@@ -24,11 +24,11 @@ const drain = async (it: AsyncIterable<unknown>) => {
   for await (const _ of it);
 }
 
-test('missing model path', async (t) => {
+test.serial('missing model path', async (t) => {
   await rejects(t, Model.load(join(scratch, 'nope.gguf')), 'NOT_FOUND', /nope\.gguf/)
 })
 
-test('truncated GGUF, at several points', async (t) => {
+test.serial('truncated GGUF, at several points', async (t) => {
   const source = modelPath('Q4_1')
   for (const bytes of [3, 64, 4096, 300_000, 20_000_000]) {
     const path = join(scratch, `truncated-${bytes}.gguf`)
@@ -41,13 +41,13 @@ test('truncated GGUF, at several points', async (t) => {
   }
 })
 
-test('a file that is not GGUF at all', async (t) => {
+test.serial('a file that is not GGUF at all', async (t) => {
   const path = join(scratch, 'text.gguf')
   writeFileSync(path, 'definitely not a model\n'.repeat(100))
   await rejects(t, Model.load(path), 'CORRUPT_FILE', /not a valid GGUF/)
 })
 
-test('unsupported architecture', async (t) => {
+test.serial('unsupported architecture', async (t) => {
   const path = join(scratch, 'mamba.gguf')
   copyFileSync(modelPath('Q4_1'), path)
   const buf = readFileSync(path)
@@ -59,7 +59,7 @@ test('unsupported architecture', async (t) => {
   await rejects(t, Model.load(path), 'UNSUPPORTED', /architecture 'mamba'.*Llama/)
 })
 
-test('corrupt safetensors directory', async (t) => {
+test.serial('corrupt safetensors directory', async (t) => {
   const dir = join(scratch, 'hf')
   mkdirSync(dir)
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ model_type: 'llama', vocab_size: 10, hidden_size: 8, intermediate_size: 8, num_hidden_layers: 1, num_attention_heads: 2 }))
@@ -69,19 +69,19 @@ test('corrupt safetensors directory', async (t) => {
   await rejects(t, Model.load(dir), 'CORRUPT_FILE', /same directory/)
 })
 
-test('empty prompt, ids out of range, fractional ids', async (t) => {
+test.serial('empty prompt, ids out of range, fractional ids', async (t) => {
   await rejects(t, () => drain(engine.generate([])), 'INVALID_ARGUMENT', /empty/)
   await rejects(t, () => drain(engine.generate([1, 2, 49152])), 'INVALID_ARGUMENT', /\[0, 49152\)/)
   await rejects(t, () => drain(engine.generate([1, -1])), 'INVALID_ARGUMENT', /not a token id/)
   await rejects(t, () => drain(engine.generate([1, 2.5])), 'INVALID_ARGUMENT', /not a token id/)
 })
 
-test('a prompt longer than the context', async (t) => {
+test.serial('a prompt longer than the context', async (t) => {
   const long = new Array<number>(model.info.contextLength + 5).fill(prompt[1])
   await rejects(t, () => drain(engine.generate(long)), 'CONTEXT_OVERFLOW', /context is 8192/)
 })
 
-test('nonsense sampling options', async (t) => {
+test.serial('nonsense sampling options', async (t) => {
   const bad: [object, RegExp][] = [
     [{ temperature: -1 }, /temperature/],
     [{ temperature: Number.NaN }, /temperature/],
@@ -98,7 +98,7 @@ test('nonsense sampling options', async (t) => {
   }
 })
 
-test('an aborted signal ends generation promptly, and the model stays usable', async (t) => {
+test.serial('an aborted signal ends generation promptly, and the model stays usable', async (t) => {
   const controller = new AbortController()
   let steps = 0
   const err = await t.throwsAsync(
@@ -115,7 +115,7 @@ test('an aborted signal ends generation promptly, and the model stays usable', a
   t.is(row.tokens.length > 0, true)
 })
 
-test('an abort during a long prefill cancels it between layers and leaves the cache untouched', async (t) => {
+test.serial('an abort during a long prefill cancels it between layers and leaves the cache untouched', async (t) => {
   const cache = model.createCache(1, 4096)
   const controller = new AbortController()
   const long = new Array<number>(4000).fill(prompt[3])
@@ -128,7 +128,7 @@ test('an abort during a long prefill cancels it between layers and leaves the ca
   cache.dispose()
 })
 
-test('use after dispose', async (t) => {
+test.serial('use after dispose', async (t) => {
   const m = await Model.load(modelPath('Q8_0'))
   const cache = m.createCache(1, 16)
   m.dispose()
@@ -140,7 +140,7 @@ test('use after dispose', async (t) => {
   t.throws(() => cache.seqlens, { instanceOf: KvEngineError, message: /disposed/ })
 })
 
-test('wrong argument types from untyped JavaScript', async (t) => {
+test.serial('wrong argument types from untyped JavaScript', async (t) => {
   await rejects(t, Model.load(42 as unknown as string), 'INVALID_ARGUMENT', /path/)
   t.throws(() => model.tokenizer.encode(5 as unknown as string), { instanceOf: KvEngineError })
   await rejects(t, () => drain(engine.generate(prompt, { stop: 'x' as unknown as string[] })), 'INVALID_ARGUMENT', /stop/)

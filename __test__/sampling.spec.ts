@@ -1,110 +1,225 @@
-import test from 'ava'
+import test, { type ExecutionContext } from 'ava'
 
-import { KvEngineError, Rng, Sampler } from '../index.js'
+import { KvEngineError } from '../src/KvEngineError.js'
+import { Rng } from '../src/Rng.js'
+import { Sampler } from '../src/Sampler.js'
+import type { SamplingOptions } from '../src/SamplingOptions.js'
 import { validateSamplingOptions } from '../src/validateSamplingOptions.js'
 
-const sampler = (o: object, seed = 1) => new Sampler(validateSamplingOptions(o), new Rng(seed))
+const sampler = (o: SamplingOptions, seed = 1) => new Sampler(o, new Rng(seed))
 
-/** The textbook distribution, by full sort: temperature, top-k, top-p, min-p, renormalise. */
-function reference(logits: number[], o: { temperature: number; topK?: number; topP?: number; minP?: number }): number[] {
-  const order = logits.map((l, i) => [l / o.temperature, i]).sort((a, b) => b[0] - a[0])
-  const top = o.topK ? order.slice(0, o.topK) : order
-  const max = top[0][0]
-  const weights = top.map(([z]) => Math.exp(z - max))
-  const z = weights.reduce((a, b) => a + b, 0)
-  const keep: number[] = []
-  let cum = 0
-  for (const [j, w] of weights.entries()) {
-    if (o.minP && w < o.minP) break
-    keep.push(j)
-    cum += w / z
-    if (cum >= (o.topP ?? 1)) break
-  }
-  const probs = new Array<number>(logits.length).fill(0)
-  const kz = keep.reduce((a, j) => a + weights[j], 0)
-  for (const j of keep) probs[top[j][1]] = weights[j] / kz
-  return probs
-}
-
-function randomLogits(n: number, seed: number): Float32Array {
+/** Logits spread uniformly over `width` nats, reproducible from `seed`; no ties in practice. */
+function randomLogits(n: number, seed: number, width = 8): Float32Array {
   const rng = new Rng(seed)
-  return Float32Array.from({ length: n }, () => (rng.nextFloat() - 0.5) * 8)
+  return Float32Array.from({ length: n }, () => (rng.nextFloat() - 0.5) * width)
 }
 
-test('temperature 0 is argmax and ignores the seed', (t) => {
+/**
+ * The textbook distribution, independent of the Sampler: softmax by full sort, then each filter
+ * on renormalised probabilities in turn (top-k, top-p, min-p), then renormalise.
+ */
+function reference(logits: Float32Array, o: SamplingOptions): number[] {
+  const { temperature = 1, topK = 0, topP = 1, minP = 0 } = o
+  const max = Math.max(...logits)
+  let probs = Array.from(logits, (l, id) => ({ id, p: Math.exp((l - max) / temperature) }))
+  probs.sort((a, b) => b.p - a.p)
+  const normalise = () => {
+    const z = probs.reduce((s, x) => s + x.p, 0)
+    probs = probs.map((x) => ({ id: x.id, p: x.p / z }))
+  }
+  normalise()
+  if (topK > 0) probs = probs.slice(0, topK)
+  normalise()
+  let before = 0
+  probs = probs.filter((x) => {
+    const keep = before < topP
+    before += x.p
+    return keep
+  })
+  normalise()
+  const pMax = probs[0].p
+  probs = probs.filter((x) => x.p >= minP * pMax)
+  normalise()
+  const out = new Array<number>(logits.length).fill(0)
+  for (const x of probs) out[x.id] = x.p
+  return out
+}
+
+function drawCounts(s: Sampler, logits: Float32Array, draws: number): number[] {
+  const counts = new Array<number>(logits.length).fill(0)
+  for (let i = 0; i < draws; i++) counts[s.sample(logits)]++
+  return counts
+}
+
+/**
+ * Filtered-out tokens are never drawn; every frequency is within 0.015 of its probability; and a
+ * chi-square over bins pooled to >= 50 expected draws stays under df + 6·sqrt(2·df), about six
+ * standard deviations, so the check is sensitive without being flaky.
+ */
+function assertMatches(t: ExecutionContext, counts: number[], expected: number[], draws: number): void {
+  const outside = counts.flatMap((c, id) => (expected[id] === 0 && c > 0 ? [id] : []))
+  t.deepEqual(outside, [], 'tokens that the filters exclude were drawn')
+  const worst = Math.max(...counts.map((c, id) => Math.abs(c / draws - expected[id])))
+  t.true(worst < 0.015, `max |empirical - expected| = ${worst}`)
+  const support = expected.flatMap((p, id) => (p > 0 ? [id] : [])).sort((a, b) => expected[b] - expected[a])
+  let chi2 = 0
+  let bins = 0
+  let observed = 0
+  let wanted = 0
+  for (const [i, id] of support.entries()) {
+    observed += counts[id]
+    wanted += expected[id] * draws
+    if (wanted >= 50 || i === support.length - 1) {
+      chi2 += (observed - wanted) ** 2 / wanted
+      bins++
+      observed = wanted = 0
+    }
+  }
+  const df = Math.max(bins - 1, 1)
+  t.true(chi2 < df + 6 * Math.sqrt(2 * df), `chi-square ${chi2.toFixed(1)} over ${bins} bins`)
+}
+
+test('temperature 0 is argmax, first maximum on ties, whatever the seed and other filters', (t) => {
   const logits = randomLogits(1000, 3)
-  const expected = logits.indexOf(Math.max(...logits))
-  for (const seed of [1, 2, 3]) t.is(sampler({ temperature: 0 }, seed).sample(logits), expected)
+  logits[700] = 9
+  logits[200] = 9
+  for (const seed of [1, 2, 3]) {
+    const s = sampler({ temperature: 0, topK: 5, topP: 0.5, minP: 0.5 }, seed)
+    for (let i = 0; i < 5; i++) t.is(s.sample(logits), 200)
+  }
+  t.is(sampler({ temperature: 1e-320 }).sample(logits), 200, 'a temperature whose inverse overflows is greedy')
+  t.is(sampler({ topK: 1 }).sample(logits), 200)
 })
 
-for (const o of [
-  { temperature: 1 },
+const combos: SamplingOptions[] = [
+  {},
   { temperature: 0.7 },
-  { temperature: 1, topK: 5 },
+  { temperature: 2 },
+  { topK: 5 },
+  { topK: 100 }, // more than the vocabulary: off
   { temperature: 1.3, topP: 0.6 },
-  { temperature: 1, minP: 0.2 },
+  { topP: 0.95 },
+  { minP: 0.2 },
+  { temperature: 1.5, topP: 0.9, minP: 0.1 },
   { temperature: 0.9, topK: 12, topP: 0.8, minP: 0.05 },
-]) {
-  test(`empirical frequencies match the reference distribution: ${JSON.stringify(o)}`, (t) => {
-    const logits = randomLogits(50, 11)
-    const expected = reference(Array.from(logits), o)
-    const s = sampler(o, 99)
-    const counts = new Array<number>(50).fill(0)
-    const draws = 40_000
-    for (let i = 0; i < draws; i++) counts[s.sample(logits)]++
-    let worst = 0
-    for (let i = 0; i < 50; i++) {
-      if (expected[i] === 0) t.is(counts[i], 0, `token ${i} is filtered out but was drawn`)
-      worst = Math.max(worst, Math.abs(counts[i] / draws - expected[i]))
-    }
-    t.true(worst < 0.012, `max |empirical - expected| = ${worst}`)
+  { topK: 20, minP: 0.3 },
+]
+for (const o of combos) {
+  test(`frequencies match the reference distribution on 50 tokens: ${JSON.stringify(o)}`, (t) => {
+    const logits = randomLogits(50, 11, 6)
+    const draws = 20_000
+    assertMatches(t, drawCounts(sampler(o, 99), logits, draws), reference(logits, o), draws)
   })
 }
 
-test('top-p without top-k grows its candidate set past the first batch when needed', (t) => {
-  const flat = new Float32Array(5000).fill(0) // uniform: the nucleus of 0.9 needs 4500 tokens
-  const s = sampler({ temperature: 1, topP: 0.9 }, 5)
-  const seen = new Set<number>()
-  for (let i = 0; i < 20_000; i++) seen.add(s.sample(flat))
-  t.true(seen.size > 4000, `${seen.size} distinct tokens`)
-})
+// `bigger` is what the nucleus must outgrow for the test to reach the path it names
+for (const { vocab, width, o, draws, bigger, path } of [
+  { vocab: 500, width: 8, o: { topP: 0.9 }, draws: 20_000, bigger: 64, path: 'from a first heap of 64 to the next' },
+  { vocab: 5000, width: 0.5, o: { topP: 0.9 }, draws: 20_000, bigger: 1024, path: 'past every heap, to a selection' },
+  { vocab: 5000, width: 0.5, o: { topP: 0.9, minP: 0.8 }, draws: 20_000, bigger: 1024, path: 'to a selection, then min-p' },
+]) {
+  test(`top-p on ${vocab} tokens goes ${path}: ${JSON.stringify(o)}`, (t) => {
+    const logits = randomLogits(vocab, 21, width)
+    const nucleus = reference(logits, { topP: o.topP }).filter((p) => p > 0).length
+    t.log(`nucleus of ${nucleus} tokens`)
+    t.true(nucleus > bigger)
+    assertMatches(t, drawCounts(sampler(o, 5), logits, draws), reference(logits, o), draws)
+  })
+}
 
-test('the same seed reproduces, different seeds and rows differ', (t) => {
-  const logits = randomLogits(49152, 4)
-  const draw = (rng: Rng) => {
-    const s = new Sampler(validateSamplingOptions({ temperature: 1 }), rng)
-    return Array.from({ length: 20 }, () => s.sample(logits))
+test('the same seed reproduces a sequence of draws; other seeds and other rows differ', (t) => {
+  const logits = randomLogits(49152, 4, 4)
+  const draw = (rng: Rng, o: SamplingOptions) => {
+    const s = new Sampler(o, rng)
+    return Array.from({ length: 30 }, () => s.sample(logits))
   }
-  t.deepEqual(draw(new Rng(42)), draw(new Rng(42)))
-  t.notDeepEqual(draw(new Rng(42)), draw(new Rng(43)))
-  t.notDeepEqual(draw(Rng.forRow(42, 0)), draw(Rng.forRow(42, 1)))
-  t.deepEqual(draw(Rng.forRow(42, 3)), draw(Rng.forRow(42, 3)))
-})
-
-test('sampling a row of a batch reads it in place, equal to sampling a copy', (t) => {
-  const batch = randomLogits(3 * 700, 8)
-  const row = batch.slice(1400, 2100)
-  const a = sampler({ temperature: 0.8, topK: 40 }, 6)
-  const b = sampler({ temperature: 0.8, topK: 40 }, 6)
-  for (let i = 0; i < 200; i++) t.is(a.sample(batch, 1400, 700), b.sample(row))
-})
-
-test('bad options are rejected with a message that says what is allowed', (t) => {
-  const cases: [object, RegExp][] = [
-    [{ temperature: -0.5 }, /temperature must be a finite number >= 0/],
-    [{ temperature: Infinity }, /temperature/],
-    [{ topK: -3 }, /topK must be a non-negative integer.*-3/],
-    [{ topK: 1.5 }, /topK/],
-    [{ topK: '5' }, /topK/],
-    [{ topP: 0 }, /topP must be in \(0, 1\]/],
-    [{ topP: 1.01 }, /topP/],
-    [{ topP: Number.NaN }, /topP/],
-    [{ minP: -0.1 }, /minP must be in \[0, 1\]/],
-    [{ seed: 1.5 }, /seed/],
-    [{ seed: -1 }, /seed/],
-  ]
-  for (const [o, message] of cases) {
-    const err = t.throws(() => validateSamplingOptions(o), { instanceOf: KvEngineError, message })
-    t.is(err?.code, 'INVALID_ARGUMENT')
+  for (const o of [{}, { topK: 40 }, { topP: 0.9 }, { minP: 0.05 }]) {
+    const name = JSON.stringify(o)
+    t.deepEqual(draw(new Rng(42), o), draw(new Rng(42), o), name)
+    t.notDeepEqual(draw(new Rng(42), o), draw(new Rng(43), o), name)
+    t.deepEqual(draw(Rng.forRow(42, 3), o), draw(Rng.forRow(42, 3), o), name)
+    t.notDeepEqual(draw(Rng.forRow(42, 0), o), draw(Rng.forRow(42, 1), o), name)
   }
 })
+
+test('Rng streams: reproducible, distinct per seed and per row, bigint equals number', (t) => {
+  const take = (rng: Rng) => Array.from({ length: 8 }, () => rng.nextUint32())
+  t.deepEqual(take(new Rng(7)), take(new Rng(7)))
+  t.deepEqual(take(new Rng(7)), take(new Rng(7n)))
+  t.deepEqual(take(new Rng(2 ** 53)), take(new Rng(2n ** 53n)))
+  t.notDeepEqual(take(new Rng(7)), take(new Rng(8)))
+  t.deepEqual(take(Rng.forRow(7n, 2)), take(Rng.forRow(7, 2)))
+  const rows = new Set(Array.from({ length: 64 }, (_, r) => take(Rng.forRow(7, r)).join()))
+  t.is(rows.size, 64)
+  t.notDeepEqual(take(Rng.forRow(7, 1)), take(Rng.forRow(8, 0)), 'seed and row are hashed together, not added')
+  t.throws(() => new Rng(1.5), { instanceOf: KvEngineError })
+  t.throws(() => Rng.forRow(1, -1), { instanceOf: KvEngineError })
+})
+
+test('Rng.nextFloat is uniform on [0, 1)', (t) => {
+  const rng = new Rng(123)
+  const bins = new Array<number>(20).fill(0)
+  const n = 200_000
+  let outside = 0
+  for (let i = 0; i < n; i++) {
+    const x = rng.nextFloat()
+    if (x >= 0 && x < 1) bins[Math.floor(x * 20)]++
+    else outside++
+  }
+  t.is(outside, 0)
+  for (const b of bins) t.true(Math.abs(b / n - 0.05) < 0.003, `bin holds ${b / n}`)
+})
+
+test('a row of a batch is read in place and gives what a copy of it gives', (t) => {
+  const vocab = 3000
+  const batch = randomLogits(3 * vocab, 8)
+  const row = batch.slice(2 * vocab)
+  for (const o of [{ temperature: 0 }, {}, { temperature: 0.8, topK: 40 }, { topP: 0.9 }, { minP: 0.1 }]) {
+    const a = sampler(o, 6)
+    const b = sampler(o, 6)
+    for (let i = 0; i < 100; i++) t.is(a.sample(batch, 2 * vocab, vocab), b.sample(row), JSON.stringify(o))
+  }
+  const a = sampler({}, 6)
+  const b = sampler({}, 6)
+  for (let i = 0; i < 50; i++) t.is(a.sample(batch, 2 * vocab), b.sample(row), 'vocabSize defaults to the rest of the array')
+  t.throws(() => sampler({}).sample(batch, 2 * vocab, vocab + 1), { instanceOf: KvEngineError })
+  t.throws(() => sampler({}).sample(batch, 3 * vocab), { instanceOf: KvEngineError })
+})
+
+test('defaults are filled in and the edges of each range are accepted', (t) => {
+  t.deepEqual(validateSamplingOptions({}), { temperature: 1, topK: 0, topP: 1, minP: 0, seed: undefined })
+  const edges = { temperature: 0, topK: 0, topP: 1, minP: 1, seed: 2 ** 53 }
+  t.deepEqual(validateSamplingOptions(edges), edges)
+  t.notThrows(() => validateSamplingOptions({ topP: 1e-9, minP: 0, seed: 0 }))
+})
+
+const bad: [object, RegExp][] = [
+  [{ temperature: -0.5 }, /^temperature must be a finite number >= 0 \(0 means greedy\), got -0\.5$/],
+  [{ temperature: Number.NaN }, /temperature.*NaN/],
+  [{ temperature: Infinity }, /temperature.*Infinity/],
+  [{ temperature: '1' }, /temperature.*"1"/],
+  [{ topK: -3 }, /^topK must be a non-negative integer \(0 disables it\), got -3$/],
+  [{ topK: 1.5 }, /topK.*1\.5/],
+  [{ topK: '5' }, /topK.*"5"/],
+  [{ topK: Infinity }, /topK/],
+  [{ topP: 0 }, /^topP must be a number in \(0, 1\] \(1 disables it\), got 0$/],
+  [{ topP: -0.2 }, /topP/],
+  [{ topP: 1.01 }, /topP.*1\.01/],
+  [{ topP: Number.NaN }, /topP.*NaN/],
+  [{ minP: -0.1 }, /^minP must be a number in \[0, 1\] \(0 disables it\), got -0\.1$/],
+  [{ minP: 1.5 }, /minP/],
+  [{ minP: Number.NaN }, /minP/],
+  [{ seed: 1.5 }, /^seed must be an integer in \[0, 2\^53\], got 1\.5$/],
+  [{ seed: -1 }, /seed/],
+  [{ seed: 2 ** 53 + 2 }, /seed/],
+  [{ seed: Infinity }, /seed/],
+  [{ seed: '7' }, /seed/],
+]
+for (const [o, message] of bad) {
+  test(`rejects ${JSON.stringify(o, (_, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v))}`, (t) => {
+    for (const attempt of [() => validateSamplingOptions(o), () => new Sampler(o, new Rng(1))]) {
+      const err = t.throws(attempt, { instanceOf: KvEngineError, message })
+      t.is(err?.code, 'INVALID_ARGUMENT')
+    }
+  })
+}

@@ -1,160 +1,297 @@
+import { KvEngineError } from './KvEngineError.js'
 import type { Rng } from './Rng.js'
-import type { ResolvedSamplingOptions } from './validateSamplingOptions.js'
-
-/** Candidate counts tried, in turn, when top-p has no top-k to bound it. */
-const NUCLEUS_STEPS = [64, 512, 4096]
+import type { SamplingOptions } from './SamplingOptions.js'
+import { validateSamplingOptions } from './validateSamplingOptions.js'
 
 /**
- * Picks the next token of one row from its logits: greedy at temperature 0, otherwise
- * temperature, then top-k, top-p and min-p (vLLM's order), then a draw from the seeded Rng.
- * Never sorts the whole vocabulary: top-k and top-p work on a bounded heap of candidates, and
- * plain temperature sampling is one cumulative pass. Scratch space is allocated once.
+ * Heap sizes top-p without top-k tries in turn before selecting over the whole vocabulary. Most
+ * nuclei fit the first; past about a thousand, a heap costs more than a linear-time selection.
+ */
+const NUCLEUS_HEAP_SIZES = [64, 256, 1024]
+
+// Scratch shared by every Sampler. sample() is synchronous and calls nothing outside this module
+// but Rng, so two calls never interleave on one thread; sharing means a batch of many rows needs
+// one vocabulary-sized buffer rather than one per row, and steady-state sampling allocates nothing.
+let ids = new Int32Array(0)
+let weights = new Float64Array(0)
+
+/**
+ * Picks the next token of one row from its logits: argmax at temperature 0; otherwise
+ * temperature, top-k, top-p, min-p (vLLM/Hugging Face order), renormalise, one draw from the Rng.
+ * Never sorts the vocabulary: top-k and top-p work on a bounded heap of candidates (top-p on a
+ * linear-time selection when the nucleus is too big for one), and sampling with neither is one
+ * cumulative pass.
  */
 export class Sampler {
-  readonly #o: ResolvedSamplingOptions
+  readonly #invTemperature: number
+  readonly #topK: number
+  readonly #topP: number
+  readonly #minP: number
   readonly #rng: Rng
-  #ids = new Int32Array(0)
-  #vals = new Float64Array(0)
 
-  constructor(options: ResolvedSamplingOptions, rng: Rng) {
-    this.#o = options
+  /**
+   * Options are validated here too, so a Sampler can't exist in a state sample() can't honour.
+   * The seed is not read: `rng` is the only source of randomness.
+   */
+  constructor(options: Omit<SamplingOptions, 'seed'>, rng: Rng) {
+    const { temperature, topK, topP, minP } = validateSamplingOptions(options)
+    this.#invTemperature = 1 / temperature
+    this.#topK = topK
+    this.#topP = topP
+    this.#minP = minP
     this.#rng = rng
   }
 
-  /** The row's logits are `logits[offset, offset + vocabSize)`; nothing is copied. */
+  /**
+   * The token id (0-based within the row) chosen from `logits[offset, offset + vocabSize)`.
+   * A batch's logits can be passed whole with each row's offset: nothing is copied.
+   */
   sample(logits: Float32Array, offset = 0, vocabSize = logits.length - offset): number {
     const end = offset + vocabSize
-    let best = offset
-    for (let i = offset + 1; i < end; i++) if (logits[i] > logits[best]) best = i
-    if (this.#o.temperature === 0) return best - offset
-    const { topK, topP } = this.#o
-    if (topK > 0 && topK < vocabSize) return this.#sampleCandidates(logits, offset, vocabSize, topK, logits[best], true)
-    if (topP < 1) return this.#sampleNucleus(logits, offset, vocabSize, logits[best])
-    return this.#sampleFull(logits, offset, vocabSize, logits[best])
+    if (!Number.isInteger(offset) || !Number.isInteger(vocabSize) || offset < 0 || vocabSize < 1 || end > logits.length) {
+      const message = `row [${offset}, ${end}) must be non-empty and lie within the ${logits.length} logits`
+      throw new KvEngineError('INVALID_ARGUMENT', message)
+    }
+    // Also catches temperatures so small that 1/t overflows: greedy is their limit, and the
+    // scaled path would compute 0 * Infinity.
+    if (this.#invTemperature === Infinity) return argmax(logits, offset, vocabSize)
+    if (this.#topK > 0 && this.#topK < vocabSize) return this.#sampleTopK(logits, offset, vocabSize)
+    if (this.#topP < 1) return this.#sampleNucleus(logits, offset, vocabSize)
+    return this.#sampleDense(logits, offset, vocabSize)
   }
 
-  /** No top-k/top-p: one pass for the normaliser, one cumulative pass for the draw. Min-p is a
-   * threshold on the scaled logit, so it needs no sorting either. */
-  #sampleFull(logits: Float32Array, offset: number, vocab: number, max: number): number {
-    const invT = 1 / this.#o.temperature
-    const floor = this.#o.minP > 0 ? Math.log(this.#o.minP) : -Infinity
+  /**
+   * No top-k/top-p: min-p is a threshold on the scaled logit, so one exp per token into running
+   * sums, and a binary search for the draw, suffice.
+   */
+  #sampleDense(logits: Float32Array, offset: number, vocab: number): number {
+    reserve(vocab)
+    const max = logits[argmax(logits, offset, vocab) + offset]
+    const invT = this.#invTemperature
+    // exp(z) >= minP  <=>  z >= log(minP); log(0) = -Infinity keeps every token
+    const floor = Math.log(this.#minP)
     let total = 0
     for (let i = 0; i < vocab; i++) {
       const z = (logits[offset + i] - max) * invT
       if (z >= floor) total += Math.exp(z)
+      weights[i] = total
     }
-    let u = this.#rng.nextFloat() * total
-    let last = 0
-    for (let i = 0; i < vocab; i++) {
-      const z = (logits[offset + i] - max) * invT
-      if (z < floor) continue
-      last = i
-      u -= Math.exp(z)
-      if (u < 0) return i
+    // the first running sum past the target; a token min-p dropped adds nothing, so is never it
+    const target = this.#rng.nextFloat() * total
+    let lo = 0
+    let hi = vocab - 1
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (weights[mid] > target) hi = mid
+      else lo = mid + 1
     }
-    return last
+    return lo
   }
 
-  /** Top-p alone: grow the candidate set until it holds the nucleus. */
-  #sampleNucleus(logits: Float32Array, offset: number, vocab: number, max: number): number {
-    const invT = 1 / this.#o.temperature
+  /** Top-k first, then top-p measured against the top-k mass (the top-k-renormalised distribution). */
+  #sampleTopK(logits: Float32Array, offset: number, vocab: number): number {
+    const count = this.#topK
+    topCandidates(logits, offset, vocab, count)
+    const norm = toWeights(count, this.#invTemperature)
+    const kept = this.#cutoff(count, norm)
+    return this.#drawCandidate(kept < 0 ? count : kept)
+  }
+
+  /**
+   * Top-p alone: the nucleus is usually a few dozen tokens, so try the best 64, then 256, 1024;
+   * a flatter distribution falls through to a selection over the whole vocabulary.
+   */
+  #sampleNucleus(logits: Float32Array, offset: number, vocab: number): number {
+    const max = logits[argmax(logits, offset, vocab) + offset]
+    const invT = this.#invTemperature
     let total = 0
     for (let i = 0; i < vocab; i++) total += Math.exp((logits[offset + i] - max) * invT)
-    for (const n of NUCLEUS_STEPS) {
-      if (n >= vocab) break
-      const count = this.#topCandidates(logits, offset, vocab, n)
-      let mass = 0
-      for (let j = 0; j < count; j++) mass += Math.exp((this.#vals[j] - max) * invT)
-      if (mass / total >= this.#o.topP) return this.#draw(count, max, total)
+    const need = this.#topP * total
+    for (const n of NUCLEUS_HEAP_SIZES) {
+      if (n < need) continue // no weight exceeds 1, so the nucleus holds at least `need` tokens
+      const count = Math.min(n, vocab)
+      topCandidates(logits, offset, vocab, count)
+      toWeights(count, invT)
+      const kept = this.#cutoff(count, total)
+      if (kept > 0) return this.#drawCandidate(kept)
+      if (count === vocab) return this.#drawCandidate(count) // rounding kept the mass just under topP
     }
-    return this.#sampleCandidates(logits, offset, vocab, vocab, max, false, total)
+    reserve(vocab)
+    for (let i = 0; i < vocab; i++) {
+      ids[i] = i
+      weights[i] = Math.exp((logits[offset + i] - max) * invT)
+    }
+    const kept = nucleusEnd(vocab, need)
+    // the nucleus is unordered, but min-p needs no order: it is a threshold on p / p_max
+    for (let j = 0; j < kept; j++) if (weights[j] < this.#minP) weights[j] = 0
+    return this.#drawCandidate(kept)
   }
 
-  #sampleCandidates(logits: Float32Array, offset: number, vocab: number, n: number, max: number, renormalise: boolean, total = 0): number {
-    const count = this.#topCandidates(logits, offset, vocab, n)
-    let norm = total
-    if (renormalise) {
-      norm = 0
-      const invT = 1 / this.#o.temperature
-      for (let j = 0; j < count; j++) norm += Math.exp((this.#vals[j] - max) * invT)
-    }
-    return this.#draw(count, max, norm)
-  }
-
-  /** Candidates `[0, count)` are sorted by descending logit; `norm` is the normaliser that
-   * top-p's cumulative mass is measured against. Applies top-p then min-p, then draws. */
-  #draw(count: number, max: number, norm: number): number {
-    const invT = 1 / this.#o.temperature
-    const minRatio = this.#o.minP
-    let kept = 0
+  /**
+   * How many of the `count` candidates (weights sorted descending, the first being 1) survive
+   * top-p against `norm` and min-p; -1 when neither cuts inside them, so more might be needed.
+   */
+  #cutoff(count: number, norm: number): number {
+    const minP = this.#minP
+    const need = this.#topP * norm
     let mass = 0
     for (let j = 0; j < count; j++) {
-      const w = Math.exp((this.#vals[j] - max) * invT)
-      if (j > 0 && w < minRatio) break // w is p / p_max here, since the top candidate has w = 1
-      kept = j + 1
+      const w = weights[j]
+      if (w < minP) return j // w is p / p_max: the first candidate has weight 1, so j >= 1 here
       mass += w
-      this.#vals[j] = w
-      if (mass / norm >= this.#o.topP) break
+      if (mass >= need) return j + 1
     }
-    let u = this.#rng.nextFloat() * mass
-    for (let j = 0; j < kept; j++) {
-      u -= this.#vals[j]
-      if (u < 0) return this.#ids[j]
-    }
-    return this.#ids[kept - 1]
+    return -1
   }
 
-  /** The n highest logits of the row into the scratch arrays, sorted descending; a min-heap
-   * keeps the pass at O(V) comparisons plus O(n log n) swaps. Returns the count. */
-  #topCandidates(logits: Float32Array, offset: number, vocab: number, n: number): number {
-    if (this.#ids.length < n) {
-      this.#ids = new Int32Array(n)
-      this.#vals = new Float64Array(n)
-    }
-    const ids = this.#ids
-    const vals = this.#vals
-    let size = 0
-    for (let i = 0; i < vocab; i++) {
-      const v = logits[offset + i]
-      if (size < n) {
-        let c = size++
-        while (c > 0) {
-          const p = (c - 1) >> 1
-          if (vals[p] <= v) break
-          vals[c] = vals[p]
-          ids[c] = ids[p]
-          c = p
-        }
-        vals[c] = v
-        ids[c] = i
-      } else if (v > vals[0]) {
-        siftDown(vals, ids, size, v, i)
-      }
-    }
-    // heap-sort in place: repeatedly move the minimum to the end, giving descending order
-    for (let end = size - 1; end > 0; end--) {
-      const v = vals[end]
-      const id = ids[end]
-      vals[end] = vals[0]
-      ids[end] = ids[0]
-      siftDown(vals, ids, end, v, id)
-    }
-    return size
+  /** Draws among the first `kept` candidates in proportion to their weights. */
+  #drawCandidate(kept: number): number {
+    let mass = 0
+    for (let j = 0; j < kept; j++) mass += weights[j]
+    return ids[pick(kept, this.#rng.nextFloat() * mass)]
   }
 }
 
-/** Places (v, id) at the root of a min-heap of `size` entries and restores the heap. */
-function siftDown(vals: Float64Array, ids: Int32Array, size: number, v: number, id: number): void {
-  let c = 0
+function reserve(n: number): void {
+  if (weights.length < n) {
+    ids = new Int32Array(n)
+    weights = new Float64Array(n)
+  }
+}
+
+/** First maximum on ties, so greedy decoding is deterministic. */
+function argmax(logits: Float32Array, offset: number, vocab: number): number {
+  let best = offset
+  let max = logits[offset]
+  for (let i = offset + 1, end = offset + vocab; i < end; i++) {
+    if (logits[i] > max) {
+      max = logits[i]
+      best = i
+    }
+  }
+  return best - offset
+}
+
+/** The index in `weights[0, count)` where `u` (uniform in [0, total weight)) falls. */
+function pick(count: number, u: number): number {
+  for (let j = 0; j < count; j++) {
+    const w = weights[j]
+    if (u < w) return j
+    u -= w
+  }
+  // rounding can leave u just past the last weight: take the last token that could be drawn
+  let j = count - 1
+  while (j > 0 && weights[j] === 0) j--
+  return j
+}
+
+/**
+ * Weighted quickselect: reorders `weights[0, n)` (with `ids`) so that the smallest set of heaviest
+ * tokens whose mass reaches `need` comes first, unsorted, and returns its size. Expected O(n).
+ */
+function nucleusEnd(n: number, need: number): number {
+  // invariant: [0, lo) is kept and outweighs [lo, hi), whose tokens outweigh [hi, n); the cut
+  // lies in (lo, hi], and `before`, the mass of [0, lo), is short of `need`
+  let lo = 0
+  let hi = n
+  let before = 0
+  while (lo < hi) {
+    const pivot = medianOf3(weights[lo], weights[(lo + hi) >> 1], weights[hi - 1])
+    // three-way partition of [lo, hi): heavier than the pivot [lo, gt), equal [gt, lt), lighter [lt, hi)
+    let gt = lo
+    let lt = hi
+    let heavy = 0
+    for (let i = lo; i < lt; ) {
+      const w = weights[i]
+      if (w > pivot) {
+        heavy += w
+        swap(i++, gt++)
+      } else if (w < pivot) {
+        swap(i, --lt)
+      } else {
+        i++
+      }
+    }
+    if (before + heavy >= need) {
+      hi = gt
+      continue
+    }
+    before += heavy
+    for (let j = gt; j < lt; j++) {
+      before += pivot
+      if (before >= need) return j + 1
+    }
+    lo = lt
+  }
+  return lo // summation order left the mass a rounding error short: everything up to hi is kept
+}
+
+function medianOf3(a: number, b: number, c: number): number {
+  return a < b ? (b < c ? b : a < c ? c : a) : a < c ? a : b < c ? c : b
+}
+
+function swap(i: number, j: number): void {
+  const w = weights[i]
+  weights[i] = weights[j]
+  weights[j] = w
+  const id = ids[i]
+  ids[i] = ids[j]
+  ids[j] = id
+}
+
+/** Turns the candidates' logits into exp((l - max) / T), the first (the max) becoming 1; returns their sum. */
+function toWeights(count: number, invT: number): number {
+  const max = weights[0]
+  let sum = 0
+  for (let j = 0; j < count; j++) {
+    const w = Math.exp((weights[j] - max) * invT)
+    weights[j] = w
+    sum += w
+  }
+  return sum
+}
+
+/**
+ * Puts the row's n highest logits into `weights[0, n)` sorted descending, their token ids into
+ * `ids`. A min-heap of n keeps the scan at one comparison for most tokens, and sorting the heap
+ * costs O(n log n): no full sort of the vocabulary unless n is the vocabulary.
+ */
+function topCandidates(logits: Float32Array, offset: number, vocab: number, n: number): void {
+  reserve(n)
+  for (let i = 0; i < n; i++) {
+    weights[i] = logits[offset + i]
+    ids[i] = i
+  }
+  for (let i = (n >> 1) - 1; i >= 0; i--) siftDown(i, n, weights[i], ids[i])
+  let least = weights[0]
+  for (let i = n; i < vocab; i++) {
+    const v = logits[offset + i]
+    if (v > least) {
+      siftDown(0, n, v, i)
+      least = weights[0]
+    }
+  }
+  // heap sort: moving each minimum to the end leaves the array in descending order
+  for (let end = n - 1; end > 0; end--) {
+    const v = weights[end]
+    const id = ids[end]
+    weights[end] = weights[0]
+    ids[end] = ids[0]
+    siftDown(0, end, v, id)
+  }
+}
+
+/** Places (v, id) at entry `c` of the min-heap `weights[0, size)`, sifting it down; the subtrees below `c` must be heaps. */
+function siftDown(c: number, size: number, v: number, id: number): void {
   for (;;) {
     let child = 2 * c + 1
     if (child >= size) break
-    if (child + 1 < size && vals[child + 1] < vals[child]) child++
-    if (vals[child] >= v) break
-    vals[c] = vals[child]
+    if (child + 1 < size && weights[child + 1] < weights[child]) child++
+    if (weights[child] >= v) break
+    weights[c] = weights[child]
     ids[c] = ids[child]
     c = child
   }
-  vals[c] = v
+  weights[c] = v
   ids[c] = id
 }

@@ -1,0 +1,68 @@
+// The command line as a user runs it: the compiled bin, real processes, real pipes.
+import { spawn } from 'node:child_process'
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+
+import test from 'ava'
+
+import { modelPath, root } from './models.js'
+
+const bin = join(root, 'dist', 'src', 'cli.js')
+
+interface Run {
+  code: number | null
+  stdout: string
+  stderr: string
+  /** How many separate stdout writes arrived before the process exited. */
+  chunks: number
+}
+
+function run(args: string[], input?: string): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [bin, ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
+    const out: Run = { code: null, stdout: '', stderr: '', chunks: 0 }
+    child.stdout.on('data', (d: Buffer) => {
+      out.stdout += d.toString()
+      out.chunks++
+    })
+    child.stderr.on('data', (d: Buffer) => (out.stderr += d.toString()))
+    child.on('close', (code) => resolve({ ...out, code }))
+    child.stdin.end(input ?? '')
+  })
+}
+
+test.serial('generate streams a greedy completion as it is produced', async (t) => {
+  const r = await run(['generate', '-m', modelPath('Q8_0'), '--raw', '-p', 'The capital of France is', '--temperature', '0', '--max-tokens', '24'])
+  t.is(r.code, 0, r.stderr)
+  t.true(r.stdout.startsWith('The capital of France is'))
+  t.regex(r.stdout, /Paris/)
+  t.true(r.chunks > 5, `stdout arrived in ${r.chunks} writes`)
+  t.regex(r.stderr, /tokens\/s/)
+})
+
+test.serial('chat keeps the history in the KV cache between turns', async (t) => {
+  const r = await run(['chat', '-m', modelPath('Q8_0'), '--temperature', '0', '--max-tokens', '24'], 'Hi, my name is Ada.\nWhat is my name?\n/exit\n')
+  t.is(r.code, 0, r.stderr)
+  const turns = [...r.stderr.matchAll(/reused (\d+) cached tokens, prefilled (\d+)/g)].map((m) => [Number(m[1]), Number(m[2])])
+  t.is(turns.length, 2)
+  t.is(turns[0][0], 0)
+  t.true(turns[1][0] > turns[0][1], `turn 2 reused ${turns[1][0]} tokens of history instead of prefilling them again`)
+  t.true(turns[1][1] < 20, `turn 2 prefilled only the new message (${turns[1][1]} tokens)`)
+})
+
+test.serial('a wrong model path is a clear error and exit code 1', async (t) => {
+  const r = await run(['generate', '-m', '/nonexistent/model.gguf', '-p', 'x'])
+  t.is(r.code, 1)
+  t.regex(r.stderr, /\[NOT_FOUND\].*\/nonexistent\/model\.gguf/)
+})
+
+test.serial('convert writes a loadable file and reports progress', async (t) => {
+  const out = join(root, 'models', 'cli-test.Q4_0.gguf')
+  const r = await run(['convert', modelPath('Q8_0'), out, '--to', 'q4_0'])
+  t.is(r.code, 0, r.stderr)
+  t.regex(r.stderr, /converting 100%/)
+  const g = await run(['generate', '-m', out, '--raw', '-p', 'Hello', '--max-tokens', '4'])
+  t.is(g.code, 0, g.stderr)
+  t.regex(g.stderr, /gguf .*q4_0/)
+  rmSync(out, { force: true })
+})
