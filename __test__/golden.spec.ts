@@ -11,7 +11,7 @@ import { modelPath, root } from './models.js'
 interface Fixture {
   generator: string
   tokens: number
-  prompts: { name: string; kind: string; promptTokens: number[]; greedyTokens: number[] }[]
+  prompts: { name: string; kind: string; promptTokens: number[]; greedyTokens: number[]; top2: [number, number][][] }[]
 }
 
 const fixture = (name: string): Fixture => JSON.parse(readFileSync(join(root, '__test__', 'fixtures', name), 'utf8')) as Fixture
@@ -58,16 +58,37 @@ test.serial('F32: the first 64 greedy tokens equal llama.cpp for at least 9 of 1
   model.dispose()
 })
 
-test.serial('Q4_1 (the file as shipped): agreement with llama.cpp, reported', async (t) => {
+test.serial('Q4_1 (the file as shipped): greedy agreement with llama.cpp, reported; per-step choices agree except at close calls', async (t) => {
   const model = await Model.load(modelPath('Q4_1'))
   const fx = fixture('llamacpp-greedy-q4_1.json')
   const results = await compare(model, fx)
   const total = results.reduce((a, r) => a + r.agreed, 0)
   for (const r of results) t.log(`${r.name}: ${r.agreed}/${fx.tokens}${r.gap === undefined ? '' : ` (logit gap ${r.gap.toExponential(2)})`}`)
-  t.log(`Q4_1: ${total}/${fx.tokens * results.length} leading greedy tokens agree with llama.cpp`)
-  // Both engines quantize activations to Q8_1 for Q4_1 dot products but sum in different orders,
-  // so long greedy runs may split at near-ties; the first tokens must still agree everywhere.
-  t.true(results.every((r) => r.agreed >= 1), 'every prompt agrees on its first token')
-  t.true(total >= 0.5 * fx.tokens * results.length, `only ${total} tokens agree`)
+  t.log(`Q4_1 free-running: ${total}/${fx.tokens * results.length} leading greedy tokens agree with llama.cpp`)
+  // Both engines quantize activations for the Q4_1 dot products, rounding differently, so a free
+  // run splits at the first close call and never rejoins. Fed llama.cpp's own tokens, each step's
+  // choice must match, except where llama.cpp itself was torn between its top two.
+  let agree = 0
+  let steps = 0
+  const vocab = model.info.vocabSize
+  for (const p of fx.prompts) {
+    const cache = model.createCache(1, p.promptTokens.length + fx.tokens)
+    const { logits } = await model.forward(cache, [p.promptTokens.concat(p.greedyTokens.slice(0, -1))], { allLogits: true })
+    cache.dispose()
+    for (let s = 0; s < fx.tokens; s++) {
+      const row = logits.subarray((p.promptTokens.length - 1 + s) * vocab, (p.promptTokens.length + s) * vocab)
+      let best = 0
+      for (let i = 1; i < vocab; i++) if (row[i] > row[best]) best = i
+      steps++
+      if (best === p.greedyTokens[s]) {
+        agree++
+        continue
+      }
+      const [[, p1], [, p2]] = p.top2[s]
+      t.true(p1 - p2 < 0.15, `${p.name} step ${s}: we chose ${best}, llama.cpp ${p.greedyTokens[s]} with p=${p1} vs runner-up ${p2}`)
+    }
+  }
+  t.log(`Q4_1 teacher-forced: ${agree}/${steps} steps choose llama.cpp's token`)
+  t.true(agree >= 0.93 * steps)
   model.dispose()
 })
