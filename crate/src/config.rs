@@ -5,6 +5,12 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
+/// Upper bounds far above any real model, so a corrupted file cannot make later arithmetic
+/// overflow or request absurd allocations.
+pub const MAX_VOCAB: usize = 1 << 22;
+pub const MAX_WIDTH: usize = 1 << 16;
+pub const MAX_CONTEXT: usize = 1 << 22;
+
 /// How RoPE pairs up the dimensions of a head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RopeStyle {
@@ -60,18 +66,23 @@ impl ModelConfig {
     /// Catches the hyper-parameter combinations the attention and RoPE code would silently
     /// mis-handle, so a malformed file fails at load time rather than producing garbage.
     pub fn validate(&self) -> Result<()> {
-        let checks: [(bool, &str); 8] = [
-            (self.vocab_size > 0, "vocab_size must be positive"),
-            (self.hidden_size > 0, "hidden_size must be positive"),
-            (self.n_layers > 0 && self.n_layers <= 1024, "n_layers must be in 1..=1024"),
-            (self.n_heads > 0 && self.n_kv_heads > 0, "head counts must be positive"),
-            (self.n_heads % self.n_kv_heads == 0, "n_heads must be a multiple of n_kv_heads"),
-            (self.head_dim > 0 && self.head_dim % 2 == 0, "head_dim must be positive and even"),
-            (self.context_length > 0, "context_length must be positive"),
-            (self.rms_norm_eps.is_finite() && self.rope_theta.is_finite() && self.rope_theta > 0.0, "norm eps and rope theta must be finite"),
+        // Checked one at a time, in order: later checks divide by and multiply fields that
+        // earlier checks bound.
+        let checks: [(&str, &dyn Fn() -> bool); 9] = [
+            ("vocab_size must be in 1..=4194304", &|| (1..=MAX_VOCAB).contains(&self.vocab_size)),
+            ("hidden_size must be in 1..=65536", &|| (1..=MAX_WIDTH).contains(&self.hidden_size)),
+            ("intermediate_size must be in 1..=524288", &|| (1..=8 * MAX_WIDTH).contains(&self.intermediate_size)),
+            ("n_layers must be in 1..=1024", &|| (1..=1024).contains(&self.n_layers)),
+            ("head counts must be in 1..=1024", &|| (1..=1024).contains(&self.n_heads) && (1..=1024).contains(&self.n_kv_heads)),
+            ("n_heads must be a multiple of n_kv_heads", &|| self.n_heads % self.n_kv_heads == 0),
+            ("head_dim must be even and in 2..=1024", &|| (2..=1024).contains(&self.head_dim) && self.head_dim % 2 == 0),
+            ("context_length must be in 1..=4194304", &|| (1..=MAX_CONTEXT).contains(&self.context_length)),
+            ("norm eps and rope theta must be finite, theta positive", &|| {
+                self.rms_norm_eps.is_finite() && self.rope_theta.is_finite() && self.rope_theta > 0.0
+            }),
         ];
-        for (ok, what) in checks {
-            if !ok {
+        for (what, ok) in checks {
+            if !ok() {
                 return Err(Error::corrupt(format!("invalid model config ({what}): {self:?}")));
             }
         }
@@ -144,18 +155,7 @@ impl HfConfig {
         let architecture = Architecture::parse(&arch_name)?;
         let n_heads = self.num_attention_heads;
         let head_dim = self.head_dim.unwrap_or(if n_heads > 0 { self.hidden_size / n_heads } else { 0 });
-        let rope_freq_factors = match &self.rope_scaling {
-            Some(s) if s.rope_type.as_deref() == Some("llama3") => llama3_freq_factors(s, head_dim, self.rope_theta)?,
-            Some(s) if matches!(s.rope_type.as_deref(), Some("default") | None) => Vec::new(),
-            Some(s) => {
-                return Err(Error::unsupported(format!(
-                    "rope_scaling type {:?} is not supported (only llama3)",
-                    s.rope_type
-                )))
-            }
-            None => Vec::new(),
-        };
-        let cfg = ModelConfig {
+        let mut cfg = ModelConfig {
             architecture,
             vocab_size: self.vocab_size,
             hidden_size: self.hidden_size,
@@ -167,11 +167,23 @@ impl HfConfig {
             rms_norm_eps: self.rms_norm_eps as f32,
             rope_theta: self.rope_theta as f32,
             rope_style: RopeStyle::HalfSplit,
-            rope_freq_factors,
+            rope_freq_factors: Vec::new(),
             context_length: self.max_position_embeddings.unwrap_or(2048),
             tie_word_embeddings: self.tie_word_embeddings,
         };
         cfg.validate()?;
+        // Only now is head_dim known to be sane enough to size the factor table by.
+        cfg.rope_freq_factors = match &self.rope_scaling {
+            Some(s) if s.rope_type.as_deref() == Some("llama3") => llama3_freq_factors(s, head_dim, self.rope_theta)?,
+            Some(s) if matches!(s.rope_type.as_deref(), Some("default") | None) => Vec::new(),
+            Some(s) => {
+                return Err(Error::unsupported(format!(
+                    "rope_scaling type {:?} is not supported (only llama3)",
+                    s.rope_type
+                )))
+            }
+            None => Vec::new(),
+        };
         Ok(cfg)
     }
 }
@@ -186,7 +198,7 @@ fn llama3_freq_factors(s: &HfRopeScaling, head_dim: usize, theta: f64) -> Result
     };
     let low_wavelen = orig as f64 / low;
     let high_wavelen = orig as f64 / high;
-    Ok((0..head_dim / 2)
+    let factors: Vec<f32> = (0..head_dim / 2)
         .map(|i| {
             let freq = theta.powf(-((2 * i) as f64) / head_dim as f64);
             let wavelen = 2.0 * std::f64::consts::PI / freq;
@@ -200,5 +212,9 @@ fn llama3_freq_factors(s: &HfRopeScaling, head_dim: usize, theta: f64) -> Result
             };
             divisor as f32
         })
-        .collect())
+        .collect();
+    if factors.iter().any(|f| !f.is_finite() || *f <= 0.0) {
+        return Err(Error::corrupt(format!("llama3 rope_scaling {s:?} gives non-positive or infinite frequency factors")));
+    }
+    Ok(factors)
 }

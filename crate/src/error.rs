@@ -73,8 +73,13 @@ impl std::error::Error for Error {}
 /// Call sites that parse files wrap them with `Error::corrupt` themselves; the rest are internal.
 impl From<candle_core::Error> for Error {
     fn from(e: candle_core::Error) -> Self {
-        Self::internal(format!("tensor operation failed: {e}"))
+        Self::internal(format!("tensor operation failed: {}", candle_message(&e)))
     }
+}
+
+/// candle appends a multi-line backtrace when RUST_BACKTRACE is set; users need the first line.
+pub fn candle_message(e: &candle_core::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
 impl From<std::io::Error> for Error {

@@ -9,14 +9,10 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
 
-use crate::config::{Architecture, ModelConfig, RopeStyle};
-use crate::error::{Error, Result};
+use crate::config::{Architecture, ModelConfig, RopeStyle, MAX_CONTEXT, MAX_WIDTH};
+use crate::error::{candle_message, Error, Result};
 use crate::weights::{Weight, WeightSource};
 
-/// Hard upper bounds on what metadata may claim, far above any real model, so a corrupted header
-/// cannot make us allocate for an absurd shape before the tensor reads would fail.
-const MAX_CONTEXT: usize = 1 << 22;
-const MAX_DIM: usize = 1 << 20;
 
 pub struct GgufFile {
     pub path: PathBuf,
@@ -27,9 +23,14 @@ pub struct GgufFile {
 impl GgufFile {
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::from(e).context(format!("cannot open {}", path.display())))?;
+        let file_len = file.metadata()?.len();
         let mut reader = BufReader::new(file);
-        let content = Content::read(&mut reader)
-            .map_err(|e| Error::corrupt(format!("{} is not a valid GGUF file: {e}", path.display())))?;
+        let invalid = |why: String| Error::corrupt(format!("{} is not a valid GGUF file: {why}", path.display()));
+        // candle's parser divides by `general.alignment` unchecked; a zero there must not panic.
+        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Content::read(&mut reader)))
+            .map_err(|_| invalid("its header is malformed (e.g. general.alignment = 0)".into()))?;
+        let content = parsed.map_err(|e| invalid(candle_message(&e)))?;
+        check_tensor_extents(&content, file_len).map_err(invalid)?;
         Ok(Self { path: path.to_owned(), content, reader })
     }
 
@@ -83,8 +84,8 @@ impl GgufFile {
             .to_owned();
         let architecture = Architecture::parse(&arch_name)?;
         let key = |k: &str| format!("{arch_name}.{k}");
-        let hidden_size = self.required(&key("embedding_length"), MAX_DIM)?;
-        let n_heads = self.required(&key("attention.head_count"), MAX_DIM)?;
+        let hidden_size = self.required(&key("embedding_length"), MAX_WIDTH)?;
+        let n_heads = self.required(&key("attention.head_count"), MAX_WIDTH)?;
         let n_kv_heads = self.meta_usize(&key("attention.head_count_kv"))?.unwrap_or(n_heads);
         let head_dim = self.meta_usize(&key("attention.key_length"))?.unwrap_or(hidden_size / n_heads);
         let vocab_size = match self.content.tensor_infos.get("token_embd.weight") {
@@ -101,7 +102,7 @@ impl GgufFile {
             architecture,
             vocab_size,
             hidden_size,
-            intermediate_size: self.required(&key("feed_forward_length"), MAX_DIM * 8)?,
+            intermediate_size: self.required(&key("feed_forward_length"), MAX_WIDTH * 8)?,
             n_layers: self.required(&key("block_count"), 1024)?,
             n_heads,
             n_kv_heads,
@@ -140,10 +141,30 @@ impl WeightSource for GgufFile {
         let q = self
             .content
             .tensor(&mut self.reader, name, &Device::Cpu)
-            .map_err(|e| Error::corrupt(format!("cannot read tensor '{name}' from {}: {e}", self.path.display())))?;
+            .map_err(|e| Error::corrupt(format!("cannot read tensor '{name}' from {}: {}", self.path.display(), candle_message(&e))))?;
         Ok(match q.dtype() {
             GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Weight::Dense(q.dequantize(&Device::Cpu)?),
             _ => Weight::Quantized(Arc::new(q)),
         })
     }
+}
+
+/// Every tensor must fit inside the file, computed with checked arithmetic: candle multiplies the
+/// dims unchecked, so a wrapped product could otherwise pass for a small tensor.
+fn check_tensor_extents(content: &Content, file_len: u64) -> std::result::Result<(), String> {
+    for (name, info) in &content.tensor_infos {
+        let dtype = info.ggml_dtype;
+        let elems = info.shape.dims().iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+        let bytes = elems
+            .filter(|e| e % dtype.block_size() as u64 == 0)
+            .and_then(|e| (e / dtype.block_size() as u64).checked_mul(dtype.type_size() as u64));
+        let end = bytes
+            .and_then(|b| b.checked_add(info.offset))
+            .and_then(|b| b.checked_add(content.tensor_data_offset));
+        match end {
+            Some(end) if end <= file_len => {}
+            _ => return Err(format!("tensor '{name}' with shape {:?} does not fit in the file", info.shape.dims())),
+        }
+    }
+    Ok(())
 }

@@ -50,7 +50,7 @@ fn load_hf_dir(dir: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel>
     let config = weights.config()?;
     let tok_config_path = dir.join("tokenizer_config.json");
     let tok_config: serde_json::Value = if tok_config_path.exists() {
-        let text = std::fs::read_to_string(&tok_config_path)?;
+        let text = crate::safetensors_dir::read_text(&tok_config_path)?;
         serde_json::from_str(&text).or_kind(ErrorKind::CorruptFile, format!("invalid {}", tok_config_path.display()))?
     } else {
         serde_json::Value::Null

@@ -44,7 +44,7 @@ impl SafetensorsDir {
 
     pub fn config(&self) -> Result<ModelConfig> {
         let path = self.dir.join("config.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::from(e).context(format!("cannot read {}", path.display())))?;
+        let text = read_text(&path)?;
         let hf: HfConfig = serde_json::from_str(&text).or_kind(ErrorKind::CorruptFile, format!("invalid {}", path.display()))?;
         let mut cfg = hf.resolve()?;
         // Checkpoints that tie embeddings often say so only by omitting lm_head.
@@ -58,7 +58,7 @@ impl SafetensorsDir {
 fn safetensors_files(dir: &Path) -> Result<Vec<String>> {
     let index_path = dir.join("model.safetensors.index.json");
     if index_path.exists() {
-        let text = std::fs::read_to_string(&index_path)?;
+        let text = read_text(&index_path)?;
         let json: serde_json::Value =
             serde_json::from_str(&text).or_kind(ErrorKind::CorruptFile, format!("invalid {}", index_path.display()))?;
         let map = json
@@ -70,8 +70,12 @@ fn safetensors_files(dir: &Path) -> Result<Vec<String>> {
             let shard = shard
                 .as_str()
                 .ok_or_else(|| Error::corrupt(format!("{}: shard names must be strings", index_path.display())))?;
-            if shard.contains('/') || shard.contains('\\') || shard.starts_with('.') {
-                return Err(Error::corrupt(format!("{}: shard '{shard}' must be a file in the same directory", index_path.display())));
+            let plain_name = !shard.contains(['/', '\\', '\0']) && !shard.starts_with('.') && shard.ends_with(".safetensors");
+            if !plain_name {
+                return Err(Error::corrupt(format!(
+                    "{}: shard '{shard}' must be a .safetensors file in the same directory",
+                    index_path.display()
+                )));
             }
             if !names.iter().any(|n| n == shard) {
                 names.push(shard.to_owned());
@@ -127,6 +131,10 @@ impl WeightSource for SafetensorsDir {
         self.index.contains_key(&hf_name(name))
     }
 
+    fn file_name_of(&self, name: &str) -> String {
+        hf_name(name)
+    }
+
     fn load(&mut self, name: &str) -> Result<Weight> {
         let hf = hf_name(name);
         let file = *self
@@ -146,4 +154,9 @@ impl WeightSource for SafetensorsDir {
             .map_err(|e| Error::corrupt(format!("{}: tensor '{hf}': {e}", path.display())))?;
         Ok(Weight::Dense(t.to_dtype(DType::F32)?))
     }
+}
+
+/// Reads a UTF-8 text file, naming the file in any error.
+pub fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::from(e).context(format!("cannot read {}", path.display())))
 }

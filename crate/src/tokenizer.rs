@@ -85,7 +85,12 @@ impl Tokenizer {
         if !path.exists() {
             return Err(Error::new(ErrorKind::NotFound, format!("{} is missing", path.display())));
         }
-        let tok = tokenizers::Tokenizer::from_file(&path).or_kind(ErrorKind::CorruptFile, format!("invalid {}", path.display()))?;
+        let invalid = |why: String| Error::corrupt(format!("invalid {}: {why}", path.display()));
+        let json: serde_json::Value = serde_json::from_str(&crate::safetensors_dir::read_text(&path)?).map_err(|e| invalid(e.to_string()))?;
+        // tokenizers panics on some malformed sections instead of returning an error.
+        let tok = std::panic::catch_unwind(|| serde_json::from_value::<tokenizers::Tokenizer>(json))
+            .map_err(|_| invalid("malformed tokenizer definition".into()))?
+            .map_err(|e| invalid(e.to_string()))?;
         let id = |key: &str| token_name(config.get(key)).and_then(|name| tok.token_to_id(&name));
         let (bos, eos) = (id("bos_token"), id("eos_token"));
         let add_bos = config.get("add_bos_token").and_then(|v| v.as_bool()).unwrap_or(false);

@@ -43,13 +43,19 @@ pub trait WeightSource {
     fn contains(&self, name: &str) -> bool;
     fn load(&mut self, name: &str) -> Result<Weight>;
 
+    /// The tensor's name as this file spells it, for error messages.
+    fn file_name_of(&self, name: &str) -> String {
+        name.to_owned()
+    }
+
     /// Loads a tensor and checks its shape, so a malformed file fails here with a clear message
     /// rather than later inside a matmul.
     fn load_checked(&mut self, name: &str, dims: &[usize]) -> Result<Weight> {
         let w = self.load(name)?;
         if w.dims() != dims {
             return Err(Error::corrupt(format!(
-                "tensor '{name}' has shape {:?}, the model config implies {dims:?}",
+                "tensor '{}' has shape {:?}, the model config implies {dims:?}",
+                self.file_name_of(name),
                 w.dims()
             )));
         }
