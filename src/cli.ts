@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // kvengine's command line: generate (stream one answer), chat (multi-turn REPL whose history
 // stays in the KV cache), convert (re-encode a GGUF file).
-import { createInterface } from 'node:readline/promises'
+import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
 
 import type { ChatMessage } from './ChatMessage.js'
@@ -99,13 +99,16 @@ async function chat(args: Args): Promise<void> {
   const cache = model.createCache(1, 1024)
   const messages: ChatMessage[] = args.system ? [{ role: 'system', content: args.system }] : []
   let cached: number[] = [] // the tokens whose K/V row 0 holds
-  const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY })
-  process.stderr.write('chat: type a message, or /exit\n')
+  // The line iterator buffers input typed (or piped) while an answer is still streaming.
+  const rl = createInterface({ input: process.stdin, terminal: process.stdin.isTTY })
+  process.stderr.write('chat: type a message, or /exit\n> ')
   try {
-    for (;;) {
-      const line = await rl.question('> ').catch(() => null)
-      if (line === null || line.trim() === '/exit') break
-      if (!line.trim()) continue
+    for await (const line of rl) {
+      if (line.trim() === '/exit') break
+      if (!line.trim()) {
+        process.stderr.write('> ')
+        continue
+      }
       messages.push({ role: 'user', content: line })
       const full = model.tokenizer.encode(model.applyChatTemplate(messages, { addGenerationPrompt: true }), { special: true })
       // Reuse the cached history; re-feed only what differs (at least one token, for logits).
@@ -122,6 +125,7 @@ async function chat(args: Args): Promise<void> {
       process.stderr.write(`[reused ${reused} cached tokens, prefilled ${full.length - reused}, generated ${produced.length}]\n`)
       cached = full.concat(produced).slice(0, cache.seqlens[0])
       messages.push({ role: 'assistant', content: reply })
+      process.stderr.write('> ')
     }
   } finally {
     rl.close()

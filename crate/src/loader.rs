@@ -20,6 +20,7 @@ pub struct LoadedModel {
 
 pub fn load(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
     crate::cpu_features::check()?;
+    crate::memory::prefer_mmap_for_large_buffers();
     let meta = std::fs::metadata(path).map_err(|e| {
         Error::from(e).context(format!("cannot open model '{}' (expected a .gguf file or a Hugging Face model directory)", path.display()))
     })?;

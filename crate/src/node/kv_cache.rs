@@ -72,7 +72,9 @@ impl NativeKvCache {
 
     #[napi]
     pub fn dispose(&self) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let cache = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(cache);
+        crate::memory::release_freed_memory();
     }
 
     #[napi(getter)]

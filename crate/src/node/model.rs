@@ -226,7 +226,9 @@ impl NativeModel {
     /// Drops the weights now; a forward pass already running keeps them until it finishes.
     #[napi]
     pub fn dispose(&self) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let model = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(model);
+        crate::memory::release_freed_memory();
     }
 
     #[napi(getter)]
