@@ -99,3 +99,36 @@ fn greedy(m: &kvengine::LoadedModel, prompts: &[Vec<u32>], steps: usize) -> Vec<
     }
     rows
 }
+
+/// Growing the store past its first 1024 positions (forced by a long second row) keeps the
+/// first row intact: its decode continues exactly as the reference says.
+#[test]
+fn growth_keeps_earlier_rows_intact() {
+    let m = f32_model();
+    let vocab = m.model.config.vocab_size;
+    let prompt = chat_prompt(m, "Name three rivers in Europe.");
+    let filler = m.tokenizer.encode(&" the river flows".repeat(400), false, false).unwrap();
+    assert!(filler.len() > 1024);
+    let mut cache = m.model.new_cache(2, 1).unwrap();
+    assert_eq!(cache.capacity(), 1024);
+    let mut out = m.model.forward(&[prompt.clone(), vec![]], &mut cache, LogitsFor::LastPerRow, None).unwrap();
+    let mut seq = prompt.clone();
+    for _ in 0..4 {
+        seq.push(argmax(&out.logits));
+        out = m.model.forward(&[vec![*seq.last().unwrap()], vec![]], &mut cache, LogitsFor::LastPerRow, None).unwrap();
+    }
+    m.model.forward(&[vec![], filler.clone()], &mut cache, LogitsFor::LastPerRow, None).unwrap();
+    assert_eq!(cache.capacity(), 2048, "the long row forced one growth step");
+    let mut cached = Vec::new();
+    for _ in 0..8 {
+        cached.push(out.logits.clone());
+        seq.push(argmax(&out.logits));
+        out = m.model.forward(&[vec![*seq.last().unwrap()], vec![]], &mut cache, LogitsFor::LastPerRow, None).unwrap();
+    }
+    let reference = m.model.forward_reference(&seq).unwrap();
+    for (step, logits) in cached.iter().enumerate() {
+        let pos = prompt.len() + 3 + step;
+        let diff = max_abs_diff(logits, &reference[pos * vocab..(pos + 1) * vocab]);
+        assert!(diff < TOLERANCE, "after growth, step {step} differs from the reference by {diff}");
+    }
+}
