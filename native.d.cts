@@ -54,13 +54,13 @@ export declare class NativeModel {
 }
 
 /** Re-encodes a GGUF file's weights as f32, f16, q8_0, q4_0 or q4_k, off the JS thread. */
-export declare function convertGguf(input: string, output: string, target: string, progress?: ProgressFn | undefined | null): Promise<void>
+export declare function convertGguf(input: string, output: string, target: string, progress?: (fraction: number) => void): Promise<void>
 
 /**
  * Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
  * once per process, so only the first load's value counts.
  */
-export declare function loadModel(path: string, threads?: number | undefined | null, progress?: ProgressFn | undefined | null): Promise<NativeModel>
+export declare function loadModel(path: string, threads?: number | undefined | null, progress?: (fraction: number) => void): Promise<NativeModel>
 
 export interface NativeChatMessage {
   role: string
@@ -74,8 +74,10 @@ export interface NativeForwardResult {
   rows: Uint32Array
 }
 
+/** What a loaded model is, as read from its files. */
 export interface NativeModelInfo {
   architecture: string
+  /** e.g. "gguf f32+q4_1+q8_0" or "safetensors". */
   format: string
   vocabSize: number
   hiddenSize: number
@@ -87,6 +89,7 @@ export interface NativeModelInfo {
   bosToken?: number
   eosToken?: number
   addBosToken: boolean
+  /** Tokens that end a turn: EOS and the chat format's end-of-turn marker. */
   eogTokens: Array<number>
   hasChatTemplate: boolean
 }

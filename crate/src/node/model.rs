@@ -19,9 +19,11 @@ use crate::model::{ForwardOutput, LogitsFor};
 /// JS callback `(fraction) => void`, called from the worker thread without blocking it.
 pub type ProgressFn = ThreadsafeFunction<f64, (), f64, Status, false>;
 
+/// What a loaded model is, as read from its files.
 #[napi(object)]
 pub struct NativeModelInfo {
     pub architecture: String,
+    /// e.g. "gguf f32+q4_1+q8_0" or "safetensors".
     pub format: String,
     pub vocab_size: u32,
     pub hidden_size: u32,
@@ -33,6 +35,7 @@ pub struct NativeModelInfo {
     pub bos_token: Option<u32>,
     pub eos_token: Option<u32>,
     pub add_bos_token: bool,
+    /// Tokens that end a turn: EOS and the chat format's end-of-turn marker.
     pub eog_tokens: Vec<u32>,
     pub has_chat_template: bool,
 }
