@@ -5,6 +5,8 @@
 //! of its own row: the rectangular causal mask, which makes prefill (many tokens), chunked
 //! prefill (many tokens after a prefix) and decode (one token) the same code path.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use rayon::prelude::*;
 
 use crate::kv_cache::KvCache;
@@ -24,13 +26,18 @@ pub struct AttentionShape {
 
 /// `q` is `(N, H, D)` with RoPE applied; the cache already holds this pass's K/V. Returns
 /// `(N, H, D)`. Work is split per (token, KV head): the query heads that share a KV head are
-/// computed together so each cached key is read once per group.
-pub fn attend(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape) -> Vec<f32> {
+/// computed together so each cached key is read once per group. Attention over a long prompt is
+/// the longest stretch of a layer, so remaining items are skipped once `cancel` is set; the
+/// caller then discards the output.
+pub fn attend(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, cancel: Option<&AtomicBool>) -> Vec<f32> {
     let AttentionShape { n_heads, n_kv_heads, head_dim } = *shape;
     let group = n_heads / n_kv_heads;
     let scale = 1.0 / (head_dim as f32).sqrt();
     let mut out = vec![0.0f32; slots.len() * n_heads * head_dim];
     out.par_chunks_mut(group * head_dim).enumerate().for_each(|(item, out_group)| {
+        if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return;
+        }
         let (token, kv_head) = (item / n_kv_heads, item % n_kv_heads);
         let slot = slots[token];
         let (k_row, v_row) = cache.row(layer, slot.row);

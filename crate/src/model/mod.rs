@@ -165,12 +165,16 @@ impl Model {
 
         let ids: Vec<u32> = batch.iter().flatten().copied().collect();
         let mut x = self.embed(&ids)?;
+        let check_cancel = || match cancel {
+            Some(c) if c.load(Ordering::Relaxed) => Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")),
+            _ => Ok(()),
+        };
         for (layer, block) in self.blocks.iter().enumerate() {
-            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                return Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled"));
-            }
-            x = self.block_forward(block, layer, &x, &step, cache)?;
+            check_cancel()?;
+            x = self.block_forward(block, layer, &x, &step, cache, cancel)?;
         }
+        // Also after the last layer: a cancelled attention left its output incomplete.
+        check_cancel()?;
         let picked: Vec<u32> = match which {
             LogitsFor::All => (0..n as u32).collect(),
             LogitsFor::LastPerRow => step.spans.iter().map(|&(_, start, len, _)| (start + len - 1) as u32).collect(),
@@ -229,7 +233,7 @@ impl Model {
         })
     }
 
-    fn block_forward(&self, b: &Block, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache) -> Result<Tensor> {
+    fn block_forward(&self, b: &Block, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
         let cfg = &self.config;
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
         let mut q = b.q.forward(&h)?.flatten_all()?.to_vec1::<f32>()?;
@@ -243,7 +247,7 @@ impl Model {
             cache.write(layer, row, before, &k[span.clone()], &v[span]);
         }
         let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim };
-        let attn = attention::attend(cache, layer, &step.slots, &q, &shape);
+        let attn = attention::attend(cache, layer, &step.slots, &q, &shape, cancel);
         let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
         let x = (x + b.o.forward(&attn)?)?;
         let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
