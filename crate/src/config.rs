@@ -218,3 +218,24 @@ fn llama3_freq_factors(s: &HfRopeScaling, head_dim: usize, theta: f64) -> Result
     }
     Ok(factors)
 }
+
+/// A small valid config for unit tests of the pieces that only need shapes.
+#[cfg(test)]
+pub(crate) fn test_config(n_layers: usize, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> ModelConfig {
+    ModelConfig {
+        architecture: Architecture::Llama,
+        vocab_size: 10,
+        hidden_size: 8,
+        intermediate_size: 8,
+        n_layers,
+        n_heads,
+        n_kv_heads,
+        head_dim,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        rope_style: RopeStyle::Interleaved,
+        rope_freq_factors: Vec::new(),
+        context_length: 8192,
+        tie_word_embeddings: true,
+    }
+}

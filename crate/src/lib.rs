@@ -16,6 +16,7 @@ pub mod memory;
 pub mod model;
 pub mod rope;
 pub mod safetensors_dir;
+pub mod simd;
 pub mod tokenizer;
 pub mod weights;
 

@@ -246,7 +246,7 @@ impl Model {
             let span = start * kvd..(start + len) * kvd;
             cache.write(layer, row, before, &k[span.clone()], &v[span]);
         }
-        let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim };
+        let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: None };
         let attn = attention::attend(cache, layer, &step.slots, &q, &shape, cancel);
         let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
         let x = (x + b.o.forward(&attn)?)?;
