@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // kvengine's command line: generate (stream one answer), chat (multi-turn REPL whose history
-// stays in the KV cache), convert (re-encode a GGUF file).
+// stays in the KV cache), serve (OpenAI-compatible HTTP server), convert (re-encode a GGUF file).
 import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
 
@@ -10,10 +10,12 @@ import { defaultModelPath } from './defaultModelPath.js'
 import { Engine } from './Engine.js'
 import { KvEngineError } from './KvEngineError.js'
 import { Model } from './Model.js'
+import { serve as startServer } from './server/serve.js'
 
 const USAGE = `usage:
   kvengine generate [-m model] [-p prompt] [--raw] [sampling options]
   kvengine chat [-m model] [-s system prompt] [sampling options]
+  kvengine serve [-m model] [--port 8080] [--host 127.0.0.1] [--max-rows 16] [--max-queue 64] [sampling defaults]
   kvengine convert <input.gguf> <output.gguf> --to f32|f16|q8_0|q4_0|q4_k
 
 sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
@@ -34,6 +36,10 @@ const options = {
   'min-p': { type: 'string' },
   seed: { type: 'string' },
   threads: { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  'max-rows': { type: 'string' },
+  'max-queue': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const
 
@@ -134,6 +140,23 @@ async function chat(args: Args): Promise<void> {
   }
 }
 
+async function serve(args: Args): Promise<void> {
+  const model = await load(args)
+  const server = await startServer(model, {
+    port: num(args.port),
+    host: args.host,
+    maxRows: num(args['max-rows']),
+    maxQueue: num(args['max-queue']),
+    temperature: num(args.temperature),
+    topK: num(args['top-k']),
+    maxTokens: num(args['max-tokens']),
+  })
+  process.stdout.write(`kvengine serving ${model.path} at ${server.url}\n`)
+  const stop = () => void server.close().then(() => model.dispose())
+  process.once('SIGINT', stop)
+  process.once('SIGTERM', stop)
+}
+
 async function convert(args: Args, positionals: string[]): Promise<void> {
   const [input, output] = positionals
   if (!input || !output || !args.to) throw new KvEngineError('INVALID_ARGUMENT', `convert needs <input> <output> --to <type>\n${USAGE}`)
@@ -150,6 +173,7 @@ async function main(): Promise<void> {
   }
   if (command === 'generate') return generate(values)
   if (command === 'chat') return chat(values)
+  if (command === 'serve') return serve(values)
   if (command === 'convert') return convert(values, rest)
   throw new KvEngineError('INVALID_ARGUMENT', `unknown command '${command}'\n${USAGE}`)
 }

@@ -1,0 +1,34 @@
+import type { FinishReason } from '../FinishReason.js'
+
+export interface Usage {
+  promptTokens: number
+  /** Prompt tokens whose K/V came from an earlier request instead of a prefill. */
+  cachedTokens: number
+  completionTokens: number
+}
+
+/** Where a job's output goes: the HTTP layer implements this, the decode loop calls it. */
+export interface JobSink {
+  /** Whole characters of choice `index`, stop strings withheld; never empty. */
+  text(index: number, text: string): void
+  finish(index: number, reason: FinishReason): void
+  /** Every choice has finished; `completionTokens` counts all of them. */
+  done(usage: Usage): void
+  fail(err: unknown): void
+}
+
+/** One request as the scheduler and the decode loop see it: tokens in, `n` choices out. */
+export interface Job {
+  readonly id: string
+  readonly prompt: number[]
+  readonly n: number
+  /** Already capped to what the context leaves after the prompt. */
+  readonly maxTokens: number
+  readonly sampling: { temperature: number; topK: number; topP: number; minP: number; seed: number }
+  readonly stop: string[]
+  readonly sink: JobSink
+  /** performance.now() at submission, for time to first token. */
+  readonly submittedAt: number
+  /** Set by the HTTP layer when the client goes away; the loop frees the rows at its next step. */
+  cancelled: boolean
+}

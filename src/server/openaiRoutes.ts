@@ -1,0 +1,81 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { randomInt } from 'node:crypto'
+
+import { KvEngineError } from '../KvEngineError.js'
+import type { Model } from '../Model.js'
+import { ApiError } from './ApiError.js'
+import type { BatchLoop } from './BatchLoop.js'
+import type { Job } from './Job.js'
+import { OpenAiFormat } from './OpenAiFormat.js'
+import { ResponseSink } from './ResponseSink.js'
+import { readJsonBody } from './readJsonBody.js'
+import { sendJson } from './sendJson.js'
+import { validateRequest, type ValidRequest } from './validateRequest.js'
+
+/** 32000 characters of content can take six bytes each once JSON-escaped, plus the envelope. */
+const MAX_BODY_BYTES = 1 << 20
+
+/** What the routes need from the server. */
+export interface ServerContext {
+  model: Model
+  /** The name clients pass as `model`. */
+  modelId: string
+  loop: BatchLoop
+  defaults: { temperature: number; topK: number; maxTokens: number }
+  /** Unix seconds, for GET /v1/models. */
+  startedAt: number
+}
+
+/** A route handler; it may add a few words to the request's log line through `note`. */
+export type Route = (req: IncomingMessage, res: ServerResponse, note: { detail: string }) => Promise<void>
+
+let jobCounter = 0
+
+/** The OpenAI-compatible endpoints, keyed by "METHOD /path". */
+export function openaiRoutes(ctx: ServerContext): Record<string, Route> {
+  return {
+    'GET /v1/models': async (_req, res) =>
+      sendJson(res, 200, { object: 'list', data: [{ id: ctx.modelId, object: 'model', created: ctx.startedAt, owned_by: 'kvengine' }] }),
+    'POST /v1/chat/completions': (req, res, note) => complete(ctx, 'chat', req, res, note),
+    'POST /v1/completions': (req, res, note) => complete(ctx, 'completion', req, res, note),
+  }
+}
+
+/** Validates, queues the job, and resolves once the response is over (finished or abandoned). */
+async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: IncomingMessage, res: ServerResponse, note: { detail: string }): Promise<void> {
+  const request = validateRequest(await readJsonBody(req, MAX_BODY_BYTES), kind, ctx.defaults)
+  if (request.model !== null && request.model !== ctx.modelId) {
+    throw new ApiError(404, `The model '${request.model}' does not exist: this server serves '${ctx.modelId}'`, { code: 'model_not_found', param: 'model' })
+  }
+  const prompt = encodePrompt(ctx.model, request)
+  const sink = new ResponseSink(res, new OpenAiFormat(kind, ctx.modelId), request)
+  const job: Job = {
+    id: `${++jobCounter}`,
+    prompt,
+    n: request.n,
+    maxTokens: Math.min(request.maxTokens ?? ctx.defaults.maxTokens, ctx.model.info.contextLength - prompt.length),
+    sampling: { ...request.sampling, seed: request.sampling.seed ?? randomInt(2 ** 32) },
+    stop: request.stop,
+    sink,
+    submittedAt: performance.now(),
+    cancelled: false,
+  }
+  const closed = new Promise<void>((resolve) => res.once('close', resolve))
+  ctx.loop.submit(job) // a full queue throws here, before anything is written
+  sink.open()
+  await closed
+  if (!sink.usage) ctx.loop.cancel(job)
+  const u = sink.usage
+  note.detail = u ? `n=${job.n} prompt=${u.promptTokens} cached=${u.cachedTokens} completion=${u.completionTokens}` : `n=${job.n} prompt=${prompt.length} abandoned`
+}
+
+function encodePrompt(model: Model, request: ValidRequest): number[] {
+  const { tokenizer, info } = model
+  const prompt = request.messages
+    ? tokenizer.encode(model.applyChatTemplate(request.messages, { addGenerationPrompt: true }), { special: true })
+    : tokenizer.encode(request.prompt as string)
+  if (prompt.length >= info.contextLength) {
+    throw new KvEngineError('CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens but the model's context is ${info.contextLength}; shorten it`)
+  }
+  return prompt
+}

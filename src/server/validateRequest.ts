@@ -1,0 +1,122 @@
+import type { ChatMessage } from '../ChatMessage.js'
+import { validateSamplingOptions } from '../validateSamplingOptions.js'
+import { ApiError } from './ApiError.js'
+
+/** A request body that passed every check, with defaults filled in. */
+export interface ValidRequest {
+  model: string | null
+  /** Chat messages (/v1/chat/completions) or a prompt (/v1/completions): exactly one is set. */
+  messages: ChatMessage[] | null
+  prompt: string | null
+  n: number
+  /** null: the server's default. */
+  maxTokens: number | null
+  stream: boolean
+  includeUsage: boolean
+  stop: string[]
+  sampling: { temperature: number; topK: number; topP: number; minP: number; seed?: number }
+}
+
+/** nanochat's chat_web limits, kept as they were (rejected, not clamped). */
+const LIMITS = { messages: 500, contentChars: 8000, totalChars: 32000, temperature: 2, topK: 200, maxTokens: 4096, stops: 4, n: 128 }
+const ROLES = new Set(['system', 'user', 'assistant'])
+
+type Body = Record<string, unknown>
+
+/**
+ * Checks a parsed JSON body the way nanochat's server did, in OpenAI's field names; `kind` says
+ * which endpoint it came to. Fields OpenAI defines that we do not implement are ignored, as
+ * OpenAI-compatible servers do, so stock clients work.
+ */
+export function validateRequest(body: unknown, kind: 'chat' | 'completion', defaults: { temperature: number; topK: number }): ValidRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw ApiError.invalid('body', 'the request body must be a JSON object')
+  const b = body as Body
+  const model = optional(b, 'model', 'string', 'a string') ?? null
+  const stream = optional(b, 'stream', 'boolean', 'true or false') ?? false
+  const options = optional(b, 'stream_options', 'object', 'an object') as Body | undefined
+  const includeUsage = (options && optional(options, 'include_usage', 'boolean', 'true or false', 'stream_options.include_usage')) ?? false
+  const temperature = number(b, 'temperature', 0, LIMITS.temperature) ?? defaults.temperature
+  const topK = integer(b, 'top_k', 0, LIMITS.topK) ?? defaults.topK
+  const maxTokens = integer(b, 'max_completion_tokens', 1, LIMITS.maxTokens) ?? integer(b, 'max_tokens', 1, LIMITS.maxTokens) ?? null
+  const n = integer(b, 'n', 1, LIMITS.n) ?? 1
+  const seed = integer(b, 'seed', 0, 2 ** 53)
+  const sampling = { temperature, topK, topP: number(b, 'top_p', 0, 1) ?? 1, minP: number(b, 'min_p', 0, 1) ?? 0, seed }
+  try {
+    validateSamplingOptions(sampling) // what the ranges above leave open, e.g. top_p = 0
+  } catch (err) {
+    throw ApiError.invalid(/topP/.test((err as Error).message) ? 'top_p' : 'sampling', (err as Error).message)
+  }
+  const messages = kind === 'chat' ? chatMessages(b.messages) : null
+  const prompt = kind === 'completion' ? completionPrompt(b.prompt) : null
+  return { model, messages, prompt, n, maxTokens, stream, includeUsage, stop: stops(b.stop), sampling }
+}
+
+function chatMessages(value: unknown): ChatMessage[] {
+  if (!Array.isArray(value)) throw ApiError.invalid('messages', 'messages must be an array of { role, content }')
+  if (value.length < 1 || value.length > LIMITS.messages) {
+    throw ApiError.invalid('messages', `messages must hold 1 to ${LIMITS.messages} messages, got ${value.length}`)
+  }
+  let total = 0
+  const messages = value.map((m: unknown, i): ChatMessage => {
+    const param = `messages[${i}]`
+    if (typeof m !== 'object' || m === null) throw ApiError.invalid(param, `${param} must be an object { role, content }`)
+    const { role, content } = m as Body
+    if (typeof role !== 'string' || !ROLES.has(role)) throw ApiError.invalid(`${param}.role`, `${param}.role must be 'system', 'user' or 'assistant'`)
+    const text = messageText(content, `${param}.content`)
+    if (text.length > LIMITS.contentChars) {
+      throw ApiError.invalid(`${param}.content`, `${param}.content has ${text.length} characters; at most ${LIMITS.contentChars} are allowed`)
+    }
+    total += text.length
+    return { role: role as ChatMessage['role'], content: text }
+  })
+  if (total > LIMITS.totalChars) throw ApiError.invalid('messages', `the messages hold ${total} characters in all; at most ${LIMITS.totalChars} are allowed`)
+  return messages
+}
+
+/** A string, or OpenAI's list of content parts of which we take the text ones. */
+function messageText(content: unknown, param: string): string {
+  const parts = Array.isArray(content) ? content : [content]
+  const texts = parts.map((p: unknown) => (typeof p === 'string' ? p : typeof p === 'object' && p !== null && (p as Body).type === 'text' ? (p as Body).text : undefined))
+  if (texts.some((t) => typeof t !== 'string')) throw ApiError.invalid(param, `${param} must be a string or a list of text parts`)
+  const text = texts.join('')
+  if (text.length === 0) throw ApiError.invalid(param, `${param} must not be empty`)
+  return text
+}
+
+function completionPrompt(value: unknown): string {
+  const prompt = Array.isArray(value) && value.length === 1 ? value[0] : value
+  if (typeof prompt !== 'string') throw ApiError.invalid('prompt', 'prompt must be a string (or a list of one string)')
+  if (prompt.length === 0 || prompt.length > LIMITS.totalChars) {
+    throw ApiError.invalid('prompt', `prompt must hold 1 to ${LIMITS.totalChars} characters, got ${prompt.length}`)
+  }
+  return prompt
+}
+
+function stops(value: unknown): string[] {
+  if (value === undefined || value === null) return []
+  const list = typeof value === 'string' ? [value] : value
+  if (!Array.isArray(list) || list.length > LIMITS.stops || list.some((s) => typeof s !== 'string' || s.length === 0)) {
+    throw ApiError.invalid('stop', `stop must be a non-empty string or a list of at most ${LIMITS.stops} of them`)
+  }
+  return list as string[]
+}
+
+function optional<T extends 'string' | 'boolean' | 'object'>(b: Body, key: string, type: T, what: string, param = key) {
+  const v = b[key]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== type || Array.isArray(v)) throw ApiError.invalid(param, `${param} must be ${what}`)
+  return v as T extends 'string' ? string : T extends 'boolean' ? boolean : Body
+}
+
+function number(b: Body, key: string, min: number, max: number): number | undefined {
+  const v = b[key]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) throw ApiError.invalid(key, `${key} must be a number in [${min}, ${max}], got ${JSON.stringify(v)}`)
+  return v
+}
+
+function integer(b: Body, key: string, min: number, max: number): number | undefined {
+  const v = number(b, key, min, max)
+  if (v !== undefined && !Number.isInteger(v)) throw ApiError.invalid(key, `${key} must be an integer in [${min}, ${max}], got ${v}`)
+  return v
+}
