@@ -12,6 +12,7 @@ pub mod error;
 pub mod gguf;
 pub mod kv_cache;
 pub mod loader;
+pub mod matmul;
 pub mod memory;
 pub mod model;
 pub mod rope;

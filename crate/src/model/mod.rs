@@ -12,29 +12,53 @@ use crate::attention::{self, AttentionShape, TokenSlot};
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv_cache::KvCache;
+use crate::matmul::QuantMatrix;
 use crate::rope::{Rope, RopeAngles};
 use crate::weights::{Weight, WeightSource};
 
 mod reference;
 
+/// A projection. Block formats with a kernel of ours (`matmul`) run on it; candle's matmul on
+/// the same weights is the reference path, and the fast path for every other format.
 struct Linear {
     weight: QMatMul,
+    fast: Option<QuantMatrix>,
     bias: Option<Tensor>,
 }
 
 impl Linear {
     fn load(src: &mut dyn WeightSource, name: &str, out_dim: usize, in_dim: usize, with_bias: bool) -> Result<Self> {
-        let weight = src.load_checked(&format!("{name}.weight"), &[out_dim, in_dim])?.into_matmul()?;
+        let weight = src.load_checked(&format!("{name}.weight"), &[out_dim, in_dim])?;
         let bias = if with_bias {
             Some(src.load_checked(&format!("{name}.bias"), &[out_dim])?.into_dense()?)
         } else {
             None
         };
-        Ok(Self { weight, bias })
+        Self::new(weight, bias)
+    }
+
+    fn new(weight: Weight, bias: Option<Tensor>) -> Result<Self> {
+        let fast = match &weight {
+            Weight::Quantized(q) => QuantMatrix::new(q.clone()),
+            Weight::Dense(_) => None,
+        };
+        Ok(Self { weight: weight.into_matmul()?, fast, bias })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = self.weight.forward(x)?;
+        let Some(fast) = &self.fast else { return self.forward_reference(x) };
+        let (m, _) = x.dims2()?;
+        let y = fast.forward(&x.flatten_all()?.to_vec1::<f32>()?, m)?;
+        let y = Tensor::from_vec(y, (m, fast.out_features()), x.device())?;
+        self.add_bias(y)
+    }
+
+    /// candle's matmul, whatever the format.
+    fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
+        self.add_bias(self.weight.forward(x)?)
+    }
+
+    fn add_bias(&self, y: Tensor) -> Result<Tensor> {
         Ok(match &self.bias {
             Some(b) => y.broadcast_add(b)?,
             None => y,
@@ -111,7 +135,7 @@ pub struct Model {
     embed: Weight,
     blocks: Vec<Block>,
     norm: Tensor,
-    lm_head: QMatMul,
+    lm_head: Linear,
     rope: Rope,
     pub stats: ModelStats,
 }
@@ -127,13 +151,14 @@ impl Model {
         }
         let norm = src.load_checked("output_norm.weight", &[config.hidden_size])?.into_dense()?;
         let lm_head = if src.contains("output.weight") {
-            src.load_checked("output.weight", &[config.vocab_size, config.hidden_size])?.into_matmul()?
+            src.load_checked("output.weight", &[config.vocab_size, config.hidden_size])?
         } else {
             match &embed {
-                Weight::Quantized(q) => QMatMul::from_arc(q.clone())?,
-                Weight::Dense(t) => QMatMul::Tensor(t.clone()),
+                Weight::Quantized(q) => Weight::Quantized(q.clone()),
+                Weight::Dense(t) => Weight::Dense(t.clone()),
             }
         };
+        let lm_head = Linear::new(lm_head, None)?;
         progress(1.0);
         let rope = Rope::new(&config);
         Ok(Self { config, embed, blocks, norm, lm_head, rope, stats: ModelStats::default() })

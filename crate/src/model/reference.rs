@@ -3,7 +3,7 @@
 //! kernels). It shares only the weights with the fast path, so the equivalence tests compare two
 //! independent implementations of the same maths.
 
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{DType, Device, Tensor, D};
 
 use super::{Block, Model};
 use crate::config::RopeStyle;
@@ -21,7 +21,7 @@ impl Model {
             x = self.reference_block(block, &x, &cos, &sin)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
-        let logits = self.lm_head.forward(&x)?;
+        let logits = self.lm_head.forward_reference(&x)?;
         Ok(logits.flatten_all()?.to_vec1::<f32>()?)
     }
 
@@ -53,9 +53,9 @@ impl Model {
             })
         };
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
-        let q = rope(&heads(b.q.forward(&h)?, cfg.n_heads)?)?;
-        let k = rope(&heads(b.k.forward(&h)?, cfg.n_kv_heads)?)?;
-        let v = heads(b.v.forward(&h)?, cfg.n_kv_heads)?;
+        let q = rope(&heads(b.q.forward_reference(&h)?, cfg.n_heads)?)?;
+        let k = rope(&heads(b.k.forward_reference(&h)?, cfg.n_kv_heads)?)?;
+        let v = heads(b.v.forward_reference(&h)?, cfg.n_kv_heads)?;
         let group = cfg.n_heads / cfg.n_kv_heads;
         let repeat = |y: Tensor| -> Result<Tensor> {
             Ok(Tensor::cat(&vec![&y; group], 2)?.reshape((1, cfg.n_heads, t, cfg.head_dim))?)
@@ -66,9 +66,9 @@ impl Model {
         let mask = Tensor::from_vec(mask, (t, t), &Device::Cpu)?;
         let probs = candle_nn::ops::softmax(&scores.broadcast_add(&mask)?, D::Minus1)?;
         let attn = probs.matmul(&v)?.transpose(1, 2)?.reshape((t, cfg.q_dim()))?;
-        let x = (x + b.o.forward(&attn)?)?;
+        let x = (x + b.o.forward_reference(&attn)?)?;
         let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
-        let mlp = (candle_nn::ops::silu(&b.gate.forward(&h)?)? * b.up.forward(&h)?)?;
-        Ok((x + b.down.forward(&mlp)?)?)
+        let mlp = (candle_nn::ops::silu(&b.gate.forward_reference(&h)?)? * b.up.forward_reference(&h)?)?;
+        Ok((x + b.down.forward_reference(&mlp)?)?)
     }
 }

@@ -1,0 +1,42 @@
+//! Prefill and decode speed of the Rust core alone, for profiling without Node:
+//! `cargo run --release --no-default-features --example throughput -- <model> [prompt_len] [decode_len] [batch]`
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use kvengine::LogitsFor;
+
+fn main() -> kvengine::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let path = PathBuf::from(args.get(1).map(String::as_str).unwrap_or("models/SmolLM2-135M-Instruct.Q8_0.gguf"));
+    let arg = |i: usize, default: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default);
+    let (prompt_len, decode_len, batch) = (arg(2, 512), arg(3, 128), arg(4, 1));
+    let loaded = kvengine::load(&path, &mut |_| {})?;
+    let model = &loaded.model;
+    let vocab = model.config.vocab_size as u32;
+    // Any fixed token sequence measures the same work; a simple congruence avoids repeats.
+    let prompt: Vec<u32> = (0..prompt_len as u32).map(|i| (i * 7919 + 13) % vocab).collect();
+    let mut cache = model.new_cache(batch, prompt_len + decode_len)?;
+    let mut prefill: Vec<Vec<u32>> = vec![Vec::new(); batch];
+    prefill[0] = prompt;
+    let t0 = Instant::now();
+    model.forward(&prefill, &mut cache, LogitsFor::LastPerRow, None)?;
+    let prefill_s = t0.elapsed().as_secs_f64();
+    for row in 1..batch {
+        cache.copy_row(0, row)?;
+    }
+    let t1 = Instant::now();
+    for step in 0..decode_len as u32 {
+        let tokens: Vec<Vec<u32>> = (0..batch as u32).map(|r| vec![(step * 31 + r) % vocab]).collect();
+        model.forward(&tokens, &mut cache, LogitsFor::LastPerRow, None)?;
+    }
+    let decode_s = t1.elapsed().as_secs_f64();
+    println!(
+        "prefill {prompt_len}: {:.1} tok/s ({:.1} ms) | decode {decode_len} x batch {batch}: {:.1} steps/s, {:.1} tok/s",
+        prompt_len as f64 / prefill_s,
+        prefill_s * 1e3,
+        decode_len as f64 / decode_s,
+        (decode_len * batch) as f64 / decode_s
+    );
+    Ok(())
+}

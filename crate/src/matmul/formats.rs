@@ -1,0 +1,45 @@
+//! The GGUF block formats the integer kernels read in place: 32 weights per block with one f16
+//! scale in front. Q8_0 stores the 32 values as i8; Q4_0 packs them in 16 bytes as unsigned
+//! nibbles with an offset of 8 (low nibbles are values 0..16, high nibbles 16..32).
+
+use half::f16;
+
+use super::activations::BLOCK;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    Q8_0,
+    Q4_0,
+}
+
+impl WeightFormat {
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            Self::Q8_0 => 2 + BLOCK,
+            Self::Q4_0 => 2 + BLOCK / 2,
+        }
+    }
+
+    /// The block's scale and its 32 values as signed integers (the portable path and tests).
+    pub fn decode(self, block: &[u8]) -> (f32, [i8; BLOCK]) {
+        let scale = f16::from_le_bytes([block[0], block[1]]).to_f32();
+        let mut values = [0i8; BLOCK];
+        match self {
+            Self::Q8_0 => values.iter_mut().zip(&block[2..2 + BLOCK]).for_each(|(v, &b)| *v = b as i8),
+            Self::Q4_0 => {
+                for (i, &b) in block[2..2 + BLOCK / 2].iter().enumerate() {
+                    values[i] = (b & 0x0f) as i8 - 8;
+                    values[i + BLOCK / 2] = (b >> 4) as i8 - 8;
+                }
+            }
+        }
+        (scale, values)
+    }
+}
+
+#[inline(always)]
+pub fn block_scale(block: *const u8) -> f32 {
+    // SAFETY: callers pass a pointer to the start of a whole block.
+    let bits = unsafe { u16::from_le_bytes([*block, *block.add(1)]) };
+    f16::from_bits(bits).to_f32()
+}
