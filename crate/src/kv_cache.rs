@@ -145,20 +145,20 @@ impl KvCache {
 
     /// Writes K/V for `n` consecutive positions of one row, starting at `pos`. The row length is
     /// not advanced here: the model commits lengths only once every layer has succeeded.
-    pub(crate) fn write(&mut self, layer: usize, row: usize, pos: usize, k: &[f32], v: &[f32]) {
+    pub fn write(&mut self, layer: usize, row: usize, pos: usize, k: &[f32], v: &[f32]) {
         let at = self.offset(layer, row, pos);
         self.k[at..at + k.len()].copy_from_slice(k);
         self.v[at..at + v.len()].copy_from_slice(v);
     }
 
     /// K and V of one row in one layer, `(T, H_kv, D)` flattened, the first `len` positions valid.
-    pub(crate) fn row(&self, layer: usize, row: usize) -> (&[f32], &[f32]) {
+    pub fn row(&self, layer: usize, row: usize) -> (&[f32], &[f32]) {
         let at = self.offset(layer, row, 0);
         let span = self.capacity * self.n_kv_heads * self.head_dim;
         (&self.k[at..at + span], &self.v[at..at + span])
     }
 
-    pub(crate) fn set_seqlen(&mut self, row: usize, len: usize) {
+    pub fn set_seqlen(&mut self, row: usize, len: usize) {
         self.seqlens[row] = len as i32;
     }
 

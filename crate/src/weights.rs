@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{Error, Result};
@@ -28,6 +28,19 @@ impl Weight {
             Self::Quantized(q) => QMatMul::from_arc(q)?,
             Self::Dense(t) => QMatMul::Tensor(t),
         })
+    }
+
+    /// Block formats that only have candle's scalar kernels (Q4_1, Q5_0, Q5_1) re-encoded as
+    /// Q8_0, which our SIMD kernels run: the default model ships as Q4_1, and eight bits hold its
+    /// sixteen levels per block with far less rounding than the model already has.
+    pub fn for_kernels(self) -> Result<Self> {
+        match self {
+            Self::Quantized(q) if matches!(q.dtype(), GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1) => {
+                let dense = q.dequantize(&Device::Cpu)?;
+                Ok(Self::Quantized(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?)))
+            }
+            other => Ok(other),
+        }
     }
 
     /// The weight as an f32 tensor (norm scales, biases).

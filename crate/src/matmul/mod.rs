@@ -17,7 +17,7 @@ use rayon::prelude::*;
 pub use activations::{QuantizedActivations, BLOCK};
 pub use formats::WeightFormat;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A weight matrix `(n, k)` in a block format our kernels read.
 pub struct QuantMatrix {
@@ -45,38 +45,51 @@ impl QuantMatrix {
 
     /// `x` is `(m, k)` row-major; returns `(m, n)`.
     pub fn forward(&self, x: &[f32], m: usize) -> Result<Vec<f32>> {
-        let data = self.tensor.data()?;
-        let row_bytes = self.k / BLOCK * self.format.block_bytes();
+        Ok(Self::forward_many(&[self], x, m)?.pop().unwrap_or_default())
+    }
+
+    /// Several matrices over the same input (q/k/v, gate/up): the input is quantized once and
+    /// all their columns are split over the pool in one parallel region, which matters at
+    /// decode, where each region costs about as much as a small matmul.
+    pub fn forward_many(matrices: &[&QuantMatrix], x: &[f32], m: usize) -> Result<Vec<Vec<f32>>> {
+        let k = matrices.first().map_or(0, |w| w.k);
+        if matrices.iter().any(|w| w.k != k) || x.len() != m * k {
+            return Err(Error::invalid(format!("matmul input of {} values does not match {m} rows of {k}", x.len())));
+        }
+        let data = matrices.iter().map(|w| w.tensor.data()).collect::<candle_core::Result<Vec<_>>>()?;
+        let total: usize = matrices.iter().map(|w| w.n).sum();
+        let chunk = column_chunk(total, m);
+        // (matrix, first column, last column) for every task
+        let tasks: Vec<(usize, usize, usize)> = matrices
+            .iter()
+            .enumerate()
+            .flat_map(|(i, w)| (0..w.n).step_by(chunk).map(move |c| (i, c, (c + chunk).min(w.n))))
+            .collect();
         thread_local! {
             static ACTIVATIONS: RefCell<QuantizedActivations> = RefCell::new(QuantizedActivations::default());
         }
         ACTIVATIONS.with_borrow_mut(|acts| {
-            acts.quantize_into(x, m, self.k);
-            Ok(self.multiply(&data, row_bytes, acts))
-        })
-    }
-
-    fn multiply(&self, data: &[u8], row_bytes: usize, acts: &QuantizedActivations) -> Vec<f32> {
-        let m = acts.rows;
-        let chunk = column_chunk(self.n, m);
-        let parts: Vec<Vec<f32>> = (0..self.n.div_ceil(chunk))
-            .into_par_iter()
-            .map(|c| {
-                let cols = c * chunk..((c + 1) * chunk).min(self.n);
-                let weights = &data[cols.start * row_bytes..cols.end * row_bytes];
-                let mut part = vec![0.0f32; m * cols.len()];
-                kernel().run(self.format, weights, row_bytes, acts, &mut part);
-                part
-            })
-            .collect();
-        let mut out = vec![0.0f32; m * self.n];
-        for (c, part) in parts.iter().enumerate() {
-            let width = part.len() / m.max(1);
-            for (row, values) in part.chunks_exact(width).enumerate() {
-                out[row * self.n + c * chunk..][..width].copy_from_slice(values);
+            acts.quantize_into(x, m, k);
+            let acts = &*acts;
+            let parts: Vec<Vec<f32>> = tasks
+                .par_iter()
+                .map(|&(i, first, last)| {
+                    let w = matrices[i];
+                    let row_bytes = w.k / BLOCK * w.format.block_bytes();
+                    let mut part = vec![0.0f32; m * (last - first)];
+                    kernel().run(w.format, &data[i][first * row_bytes..last * row_bytes], row_bytes, acts, &mut part);
+                    part
+                })
+                .collect();
+            let mut outs: Vec<Vec<f32>> = matrices.iter().map(|w| vec![0.0f32; m * w.n]).collect();
+            for (&(i, first, last), part) in tasks.iter().zip(&parts) {
+                let n = matrices[i].n;
+                for (row, values) in part.chunks_exact(last - first).enumerate() {
+                    outs[i][row * n + first..row * n + last].copy_from_slice(values);
+                }
             }
-        }
-        out
+            Ok(outs)
+        })
     }
 }
 
@@ -88,7 +101,8 @@ fn column_chunk(n: usize, m: usize) -> usize {
     per_thread.clamp(8, cap.max(8)).next_multiple_of(4)
 }
 
-/// Which tile kernel this CPU runs, decided once.
+/// Which tile kernel this CPU runs, decided once: the best the CPU has, unless
+/// `KVENGINE_KERNEL` names another (`portable`, `avx2`), for comparing them on one machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
     Portable,
@@ -101,8 +115,12 @@ pub enum Kernel {
 pub fn kernel() -> Kernel {
     static KERNEL: OnceLock<Kernel> = OnceLock::new();
     *KERNEL.get_or_init(|| {
+        let requested = std::env::var("KVENGINE_KERNEL").unwrap_or_default();
+        if requested == "portable" {
+            return Kernel::Portable;
+        }
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        return if x86::has_vnni() { Kernel::Vnni } else { Kernel::Avx2 };
+        return if x86::has_vnni() && requested != "avx2" { Kernel::Vnni } else { Kernel::Avx2 };
         #[allow(unreachable_code)]
         Kernel::Portable
     })

@@ -38,6 +38,7 @@ impl Linear {
     }
 
     fn new(weight: Weight, bias: Option<Tensor>) -> Result<Self> {
+        let weight = weight.for_kernels()?;
         let fast = match &weight {
             Weight::Quantized(q) => QuantMatrix::new(q.clone()),
             Weight::Dense(_) => None,
@@ -51,6 +52,27 @@ impl Linear {
         let y = fast.forward(&x.flatten_all()?.to_vec1::<f32>()?, m)?;
         let y = Tensor::from_vec(y, (m, fast.out_features()), x.device())?;
         self.add_bias(y)
+    }
+
+    /// The same input through several projections, as flat `(m, out)` vectors; one parallel
+    /// region for all of them when our kernels cover every one.
+    fn forward_group<const N: usize>(linears: [&Linear; N], x: &Tensor) -> Result<[Vec<f32>; N]> {
+        let fast: Option<Vec<&QuantMatrix>> = linears.iter().map(|l| l.fast.as_ref()).collect();
+        let outs: Vec<Vec<f32>> = match fast {
+            Some(matrices) => {
+                let (m, _) = x.dims2()?;
+                let mut outs = QuantMatrix::forward_many(&matrices, &x.flatten_all()?.to_vec1::<f32>()?, m)?;
+                for (out, linear) in outs.iter_mut().zip(linears) {
+                    if let Some(bias) = &linear.bias {
+                        let bias = bias.to_vec1::<f32>()?;
+                        out.chunks_exact_mut(bias.len()).for_each(|row| row.iter_mut().zip(&bias).for_each(|(y, b)| *y += b));
+                    }
+                }
+                outs
+            }
+            None => linears.iter().map(|l| Ok(l.forward_reference(x)?.flatten_all()?.to_vec1::<f32>()?)).collect::<Result<_>>()?,
+        };
+        outs.try_into().map_err(|_| Error::new(ErrorKind::Internal, "projection count changed"))
     }
 
     /// candle's matmul, whatever the format.
@@ -143,7 +165,7 @@ pub struct Model {
 impl Model {
     /// Loads every tensor the config implies, reporting progress as a fraction in [0, 1].
     pub fn load(src: &mut dyn WeightSource, config: ModelConfig, progress: &mut dyn FnMut(f64)) -> Result<Self> {
-        let embed = src.load_checked("token_embd.weight", &[config.vocab_size, config.hidden_size])?;
+        let embed = src.load_checked("token_embd.weight", &[config.vocab_size, config.hidden_size])?.for_kernels()?;
         let mut blocks = Vec::with_capacity(config.n_layers);
         for layer in 0..config.n_layers {
             blocks.push(Block::load(src, &config, layer)?);
@@ -261,9 +283,7 @@ impl Model {
     fn block_forward(&self, b: &Block, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
         let cfg = &self.config;
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
-        let mut q = b.q.forward(&h)?.flatten_all()?.to_vec1::<f32>()?;
-        let mut k = b.k.forward(&h)?.flatten_all()?.to_vec1::<f32>()?;
-        let v = b.v.forward(&h)?.flatten_all()?.to_vec1::<f32>()?;
+        let [mut q, mut k, v] = Linear::forward_group([&b.q, &b.k, &b.v], &h)?;
         self.rope.apply(&mut q, cfg.n_heads, &step.angles);
         self.rope.apply(&mut k, cfg.n_kv_heads, &step.angles);
         let kvd = cfg.kv_dim();
@@ -276,7 +296,9 @@ impl Model {
         let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
         let x = (x + b.o.forward(&attn)?)?;
         let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
-        let mlp = (candle_nn::ops::silu(&b.gate.forward(&h)?)? * b.up.forward(&h)?)?;
+        let [gate, up] = Linear::forward_group([&b.gate, &b.up], &h)?;
+        let mlp: Vec<f32> = gate.iter().zip(&up).map(|(&g, &u)| g / (1.0 + (-g).exp()) * u).collect();
+        let mlp = Tensor::from_vec(mlp, (step.slots.len(), cfg.intermediate_size), x.device())?;
         Ok((x + b.down.forward(&mlp)?)?)
     }
 }
