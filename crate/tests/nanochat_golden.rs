@@ -206,3 +206,30 @@ fn bad_checkpoints_are_typed_errors() {
     let (k, msg) = kind(&ckpt.join("model_000005.pt")).unwrap();
     assert_eq!(k, ErrorKind::CorruptFile, "{msg}");
 }
+
+/// Flipped bytes across the .pt archive (zip headers, the pickled state dict, tensor data)
+/// either load or fail with an error; none may panic or abort.
+#[test]
+fn flipped_bytes_in_the_pt_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("base_checkpoints/d4");
+    std::fs::create_dir_all(dir.path().join("tokenizer")).unwrap();
+    std::fs::create_dir_all(&ckpt).unwrap();
+    std::fs::copy(fixtures().join("tokenizer/tokenizer.pkl"), dir.path().join("tokenizer/tokenizer.pkl")).unwrap();
+    std::fs::copy(checkpoint_dir().join("meta_000005.json"), ckpt.join("meta_000005.json")).unwrap();
+    let pt = std::fs::read(checkpoint_dir().join("model_000005.pt")).unwrap();
+    let (mut loaded, mut failed) = (0, 0);
+    for i in (0..pt.len()).step_by(pt.len() / 300) {
+        let mut bad = pt.clone();
+        bad[i] ^= 0xa5;
+        std::fs::write(ckpt.join("model_000005.pt"), &bad).unwrap();
+        match kvengine::load(&ckpt, &mut |_| {}) {
+            Ok(_) => loaded += 1,
+            Err(e) => {
+                assert!(matches!(e.kind, ErrorKind::CorruptFile | ErrorKind::Unsupported), "byte {i}: {:?} {}", e.kind, e.message);
+                failed += 1;
+            }
+        }
+    }
+    eprintln!("flipped .pt bytes: {loaded} loaded, {failed} rejected");
+}

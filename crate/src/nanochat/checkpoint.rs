@@ -130,12 +130,19 @@ impl WeightSource for TensorMap {
     }
 }
 
-/// candle's unpickler can panic on malformed archives; a panic becomes an error here.
+/// candle's unpickler can panic on malformed archives; a panic becomes an error here. torch
+/// stores tensors uncompressed, so none can be larger than the file: checking that first keeps
+/// a corrupted shape from requesting an impossible allocation.
 fn read_pt(path: &Path) -> Result<Vec<(String, Tensor)>> {
+    let file_len = std::fs::metadata(path)?.len();
     let read = || -> candle_core::Result<Vec<(String, Tensor)>> {
         let pth = candle_core::pickle::PthTensors::new(path, None)?;
         let mut out = Vec::new();
-        for name in pth.tensor_infos().keys() {
+        for (name, info) in pth.tensor_infos() {
+            let bytes = info.layout.shape().dims().iter().try_fold(info.dtype.size_in_bytes() as u64, |acc, &d| acc.checked_mul(d as u64));
+            if bytes.is_none_or(|b| b > file_len) {
+                candle_core::bail!("tensor '{name}' of shape {:?} cannot fit in the file", info.layout.dims())
+            }
             if let Some(t) = pth.get(name)? {
                 out.push((name.clone(), t));
             }
