@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { basename, join } from 'node:path'
 
+import { KvEngineError } from '../KvEngineError.js'
 import type { Model } from '../Model.js'
 import { packageRoot } from '../packageRoot.js'
 import { ApiError } from './ApiError.js'
@@ -11,6 +12,7 @@ import { Metrics } from './Metrics.js'
 import { openaiRoutes, type Route } from './openaiRoutes.js'
 import { Scheduler } from './Scheduler.js'
 import { sendJson } from './sendJson.js'
+import { validateRequest } from './validateRequest.js'
 
 export interface ServeOptions {
   /** Default 8080; 0 picks a free port. */
@@ -40,13 +42,17 @@ export interface RunningServer {
  */
 export async function serve(model: Model, options: ServeOptions = {}): Promise<RunningServer> {
   const { port = 8080, host = '127.0.0.1', maxRows = 16, maxQueue = 64 } = options
+  checkInteger('port', port, 0, 65535)
+  checkInteger('maxQueue', maxQueue, 1, 1 << 20)
+  const defaults = { temperature: options.temperature ?? 0.8, topK: options.topK ?? 50, maxTokens: options.maxTokens ?? 512 }
+  // The defaults obey the limits requests do, so a default can never be what a request may not ask for.
+  validateRequest({ messages: [{ role: 'user', content: '-' }], temperature: defaults.temperature, top_k: defaults.topK, max_tokens: defaults.maxTokens }, 'chat', defaults)
+  const chatPage = readFileSync(join(packageRoot(), 'src', 'server', 'chatPage.html'))
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`))
   const metrics = new Metrics()
   // One position block to start with; the cache grows in blocks as rows need it.
   const scheduler = new Scheduler(model.createCache(maxRows, Math.min(1024, model.info.contextLength)), maxQueue)
   const loop = new BatchLoop(model, scheduler, metrics)
-  const chatPage = readFileSync(join(packageRoot(), 'src', 'server', 'chatPage.html'))
-  const defaults = { temperature: options.temperature ?? 0.8, topK: options.topK ?? 50, maxTokens: options.maxTokens ?? 512 }
   const gauges = () => ({ runningRows: scheduler.runningRows, queuedRows: scheduler.queuedRows, kvCacheBytes: scheduler.cache.sizeBytes })
   const routes: Record<string, Route> = {
     'GET /': async (_req, res) => {
@@ -61,7 +67,11 @@ export async function serve(model: Model, options: ServeOptions = {}): Promise<R
     ...openaiRoutes({ model, modelId: modelId(model), loop, defaults, startedAt: Math.floor(Date.now() / 1000) }),
   }
   const server = createServer((req, res) => void handle(routes, req, res, metrics, log))
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, resolve))
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, resolve)).catch(async (err: unknown) => {
+    await loop.close(err)
+    scheduler.cache.dispose()
+    throw err
+  })
   const { port: bound } = server.address() as AddressInfo
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}/`,
@@ -71,6 +81,12 @@ export async function serve(model: Model, options: ServeOptions = {}): Promise<R
       await loop.close(new ApiError(503, 'the server is shutting down'))
       scheduler.cache.dispose()
     },
+  }
+}
+
+function checkInteger(name: string, value: number, min: number, max: number): void {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new KvEngineError('INVALID_ARGUMENT', `${name} must be an integer in ${min}..${max}, got ${String(value)}`)
   }
 }
 
