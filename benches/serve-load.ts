@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { once } from 'node:events'
+import { cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -96,7 +97,7 @@ async function main(): Promise<void> {
     await load(url, 2, 4, 1000) // warm-up
     const single = await load(url, 1, SINGLE_REQUESTS, 2000)
     const singleRate = single.results.reduce((s, r) => s + r.tokens, 0) / single.seconds
-    console.log(`model ${MODEL}, ${MAX_TOKENS} max tokens per request`)
+    console.log(`model ${MODEL}, ${MAX_TOKENS} max tokens per request, ${cpus().length} CPUs, load average ${loadavg()[0].toFixed(1)} at start`)
     console.log(`1 client: ${SINGLE_REQUESTS} requests, ${singleRate.toFixed(1)} tokens/s, TTFT p50 ${percentile(single.results.map((r) => r.ttft), 50).toFixed(0)} ms`)
     const rss = [rssMiB(server.pid as number)]
     const all: Result[] = []
