@@ -74,6 +74,18 @@ test.serial('a full queue answers 429 instead of growing', async (t) => {
   await small.close()
 })
 
+test.serial('--max-seq bounds each request: a longer prompt is a 400, a completion stops at the limit', async (t) => {
+  const small = await startServer({ maxSequence: 48 })
+  const long = await post(small.url, 'v1/chat/completions', { messages: [user('word '.repeat(60))] })
+  t.is(long.status, 400)
+  t.like(await long.json(), { error: { code: 'context_length_exceeded' } })
+  const res = await post(small.url, 'v1/chat/completions', { messages: [user('Tell me a long story.')], max_tokens: 100, temperature: 0 })
+  const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number }; choices: { finish_reason: string }[] }
+  t.is(body.usage.prompt_tokens + body.usage.completion_tokens, 48)
+  t.is(body.choices[0].finish_reason, 'length')
+  await small.close()
+})
+
 /** Starts a streamed request, waits for `chunks` SSE events, then drops the connection. */
 async function abandon(chunks: number): Promise<void> {
   const controller = new AbortController()

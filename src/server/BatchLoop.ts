@@ -83,7 +83,12 @@ export class BatchLoop {
         this.#wake = null
         continue
       }
-      await this.#step()
+      try {
+        await this.#step()
+      } catch (err) {
+        // A bug, not bad input: fail the jobs in hand rather than stop serving everyone after them.
+        for (const a of this.#active.slice()) this.#end(a, err)
+      }
     }
   }
 
@@ -100,14 +105,8 @@ export class BatchLoop {
     const cache = this.#scheduler.cache
     const inputs: number[][] = Array.from({ length: cache.batchSize }, () => NOTHING)
     for (const a of this.#active) a.states.forEach((s, i) => s.completed || (inputs[a.rows[i]] = a.feed[i]))
-    let result
-    try {
-      result = await this.#model.forward(cache, inputs)
-    } catch (err) {
-      // The cache is left as it was, so the rows stay consistent; the jobs in this batch cannot go on.
-      for (const a of this.#active.slice()) this.#end(a, err)
-      return
-    }
+    // On error the cache is left as it was, so the token lists (recorded only after) still match it.
+    const result = await this.#model.forward(cache, inputs)
     this.#metrics.decodeSteps++
     inputs.forEach((tokens, row) => tokens.length > 0 && this.#scheduler.record(row, tokens))
     const vocab = this.#model.info.vocabSize
