@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 // The chat page in a real headless Chromium: type, send, watch the answer stream in.
 // KVENGINE_SCREENSHOT=docs/chat-page.png also saves the page (the README's picture).
 import { existsSync } from 'node:fs'
