@@ -40,6 +40,16 @@ export declare class NativeModel {
   decodeBytes(ids: Uint32Array): Buffer
   decode(ids: Uint32Array): string
   applyChatTemplate(messages: Array<NativeChatMessage>, addGenerationPrompt: boolean): string
+  /**
+   * nanochat's chat format: ids and training mask of the conversation, truncated to
+   * `maxTokens` (default 2048, as upstream's render_conversation).
+   */
+  renderConversation(messages: Array<NativeConversationMessage>, maxTokens?: number | undefined | null): NativeRenderedConversation
+  /**
+   * nanochat's prompt for the assistant's reply: the conversation without its final
+   * assistant message, then `<|assistant_start|>`.
+   */
+  renderForCompletion(messages: Array<NativeConversationMessage>): Uint32Array
   createCache(batchSize: number, capacity: number): NativeKvCache
   /**
    * One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
@@ -67,11 +77,27 @@ export interface NativeChatMessage {
   content: string
 }
 
+/**
+ * A nanochat conversation message: `content` text, or for assistant turns `parts` (text,
+ * python tool calls and their outputs).
+ */
+export interface NativeConversationMessage {
+  role: string
+  content?: string
+  parts?: Array<NativeMessagePart>
+}
+
 export interface NativeForwardResult {
   /** `(rows.length, vocabSize)` row-major, handed over without a copy. */
   logits: Float32Array
   /** The cache row each logits row belongs to. */
   rows: Uint32Array
+}
+
+export interface NativeMessagePart {
+  /** "text", "python" or "python_output". */
+  type: string
+  text: string
 }
 
 /** What a loaded model is, as read from its files. */
@@ -97,4 +123,10 @@ export interface NativeModelInfo {
 export interface NativeModelStats {
   forwardCalls: number
   tokensProcessed: number
+}
+
+export interface NativeRenderedConversation {
+  ids: Uint32Array
+  /** 1 where the assistant is trained to produce the token. */
+  mask: Uint8Array
 }

@@ -1,7 +1,9 @@
 // The command line as a user runs it: the compiled bin, real processes, real pipes.
 import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 
 import test from 'ava'
 
@@ -65,4 +67,20 @@ test.serial('convert writes a loadable file and reports progress', async (t) => 
   t.is(g.code, 0, g.stderr)
   t.regex(g.stderr, /gguf .*q4_0/)
   rmSync(out, { force: true })
+})
+
+test.serial('serve prints its URL, answers, logs one line per request and exits cleanly on SIGTERM', async (t) => {
+  const child = spawn(process.execPath, [bin, 'serve', '-m', modelPath('Q8_0'), '--port', '0', '--max-rows', '2'], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  const [line] = (await once(createInterface({ input: child.stdout }), 'line')) as [string]
+  const url = /^kvengine serving .* at (http:\/\/127\.0\.0\.1:\d+\/)$/.exec(line)?.[1]
+  t.truthy(url, line)
+  const res = await fetch(`${url}v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'The capital of France is', max_tokens: 4, temperature: 0 }) })
+  t.is(res.status, 200)
+  t.is(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 4)
+  child.kill('SIGTERM')
+  const [code] = await once(child, 'exit')
+  t.is(code, 0, stderr)
+  t.regex(stderr, /POST \/v1\/completions 200 \d+ms n=1 prompt=\d+ cached=0 completion=4/)
 })

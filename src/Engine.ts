@@ -8,7 +8,11 @@ import type { Model } from './Model.js'
 import { Rng } from './Rng.js'
 import { RowState } from './RowState.js'
 import { Sampler } from './Sampler.js'
+import { calculator } from './calculator/calculator.js'
+import { nanochatDefaults } from './nanochatDefaults.js'
 import { toTokenIds } from './toTokenIds.js'
+import { ToolRegistry } from './ToolRegistry.js'
+import { ToolRunner } from './ToolRunner.js'
 import { validateSamplingOptions } from './validateSamplingOptions.js'
 
 /** A validated generation request: who the rows are and when each must stop. */
@@ -17,6 +21,8 @@ interface Plan {
   numSamples: number
   maxTokens: number
   stopTokens: Set<number>
+  /** The tool uses in force, or null when tools are off. */
+  tools: ToolRunner | null
 }
 
 /**
@@ -26,6 +32,9 @@ interface Plan {
  */
 export class Engine {
   readonly model: Model
+  /** Tools `GenerateOptions.tools` can name: `calculator` (nanochat's), plus any registered here. */
+  readonly tools = new ToolRegistry().register('calculator', calculator)
+  #nanochat: ReturnType<typeof nanochatDefaults> | undefined
 
   constructor(model: Model) {
     this.model = model
@@ -48,7 +57,7 @@ export class Engine {
     const { cache, owned } = this.#cacheFor(plan, rowCount, options.cache)
     const rows = Array.from(
       { length: rowCount },
-      (_, r) => new RowState(new Sampler(sampling, Rng.forRow(seed, r)), this.model.tokenizer.createDecoder(), options.stop ?? []),
+      (_, r) => new RowState(new Sampler(sampling, Rng.forRow(seed, r)), this.model.tokenizer.createDecoder(), options.stop ?? [], plan.tools),
     )
     const vocab = this.model.info.vocabSize
     try {
@@ -66,7 +75,7 @@ export class Engine {
       for (let r = 0; r < rowCount; r++) offsets[r] = offsets[r - (r % plan.numSamples)]
       // Each step feeds every live row one token, so a row's length is derivable, not fetched.
       const prefilled = Int32Array.from(cache.seqlens)
-      // 4) Decode: sample every live row, record, yield, feed the sampled tokens back.
+      // 4) Decode: take every live row's forced token or sample, record, yield, feed them back.
       for (;;) {
         this.#throwIfAborted(options.signal)
         const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
@@ -75,12 +84,15 @@ export class Engine {
             step.tokenColumn.push(-1), step.tokenMasks.push(0), step.text.push(''), step.finished.push(null)
             continue
           }
-          const token = state.sampler.sample(logits, offsets[r], vocab)
-          let text = state.accept(token, 1, plan.stopTokens.has(token))
+          // A forced token overrides the row's sample, so the sample is not even drawn.
+          const forced = state.takeForced()
+          const token = forced >= 0 ? forced : state.sampler.sample(logits, offsets[r], vocab)
+          const mask = forced >= 0 ? 0 : 1
+          let text = state.accept(token, mask, plan.stopTokens.has(token))
           if (!state.completed && (state.tokens.length >= plan.maxTokens || prefilled[r] + state.tokens.length >= this.model.info.contextLength)) {
             text += state.finish('length')
           }
-          step.tokenColumn.push(token), step.tokenMasks.push(1), step.text.push(text)
+          step.tokenColumn.push(token), step.tokenMasks.push(mask), step.text.push(text)
           step.finished.push(state.completed ? (state.finishReason as FinishReason) : null)
         }
         yield { step, states: rows }
@@ -127,8 +139,20 @@ export class Engine {
     if (options.stop !== undefined && (!Array.isArray(options.stop) || options.stop.some((s) => typeof s !== 'string'))) {
       throw new KvEngineError('INVALID_ARGUMENT', 'stop must be an array of strings')
     }
-    const stopTokens = new Set(options.stopTokens ? toTokenIds(options.stopTokens, vocabSize, 'stopTokens') : eogTokens)
-    return { prompts, numSamples, maxTokens, stopTokens }
+    const stopTokens = new Set(options.stopTokens ? toTokenIds(options.stopTokens, vocabSize, 'stopTokens') : [...eogTokens, ...(this.#nanochatDefaults()?.stopTokens ?? [])])
+    return { prompts, numSamples, maxTokens, stopTokens, tools: this.#toolRunner(options.tools) }
+  }
+
+  /** Tools are on by default only for nanochat's vocabulary, whose models were taught the calculator. */
+  #toolRunner(tools: GenerateOptions['tools']): ToolRunner | null {
+    const uses = tools === undefined ? (this.#nanochatDefaults()?.tools ?? []) : tools === false ? [] : tools
+    const runner = new ToolRunner(uses, this.tools, this.model.tokenizer, this.model.info.vocabSize)
+    return runner.size > 0 ? runner : null
+  }
+
+  #nanochatDefaults(): ReturnType<typeof nanochatDefaults> {
+    if (this.#nanochat === undefined) this.#nanochat = nanochatDefaults(this.model.tokenizer)
+    return this.#nanochat
   }
 
   #cacheFor(plan: Plan, rowCount: number, given?: KvCache): { cache: KvCache; owned: boolean } {

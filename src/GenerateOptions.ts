@@ -1,5 +1,6 @@
 import type { KvCache } from './KvCache.js'
 import type { SamplingOptions } from './SamplingOptions.js'
+import type { ToolUse } from './ToolUse.js'
 
 export interface GenerateOptions extends SamplingOptions {
   /** Completions per prompt. The prompt is prefilled once and its cache row copied. Default 1. */
@@ -8,8 +9,18 @@ export interface GenerateOptions extends SamplingOptions {
   maxTokens?: number
   /** Strings that end a row; the text returned stops before them. */
   stop?: string[]
-  /** Token ids that end a row. Default: the model's end-of-turn tokens (`model.info.eogTokens`). */
+  /**
+   * Token ids that end a row. Default: the model's end-of-turn tokens (`model.info.eogTokens`),
+   * plus `<|assistant_end|>` and `<|bos|>` for a model with nanochat's vocabulary.
+   */
   stopTokens?: number[]
+  /**
+   * Tools the model may call, each answering calls written between its delimiter tokens; the
+   * answer is forced into the row (mask 0) and counts toward `maxTokens`. Default: nanochat's
+   * calculator between `<|python_start|>`/`<|python_end|>` for a model with nanochat's
+   * vocabulary, none otherwise. `false` turns them off.
+   */
+  tools?: ToolUse[] | false
   /** Aborting ends generation promptly with a KvEngineError('ABORTED'); the model stays usable. */
   signal?: AbortSignal
   /**

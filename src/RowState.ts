@@ -2,8 +2,13 @@ import type { FinishReason } from './FinishReason.js'
 import type { IncrementalDecoder } from './IncrementalDecoder.js'
 import type { Sampler } from './Sampler.js'
 import { StopMatcher } from './StopMatcher.js'
+import type { ToolRunner } from './ToolRunner.js'
 
-/** Everything one row of a generation tracks, as nanochat keeps one small object per row. */
+/**
+ * Everything one row of a generation tracks, as nanochat keeps one small object per row: its
+ * tokens and masks, its text, whether it has finished, and the tool-call state machine (the open
+ * call and its tokens, and the queue of tokens a tool's answer forces).
+ */
 export class RowState {
   readonly tokens: number[] = []
   readonly masks: number[] = []
@@ -12,18 +17,42 @@ export class RowState {
   readonly sampler: Sampler
   readonly #decoder: IncrementalDecoder
   readonly #stops: StopMatcher
+  readonly #tools: ToolRunner | null
+  // A queue read from #forcedHead, so taking a token never shifts the array.
+  readonly #forced: number[] = []
+  #forcedHead = 0
+  /** The token that opened the call being written, or -1 outside a call (nanochat's in_python_block). */
+  #callStart = -1
+  readonly #callTokens: number[] = []
 
-  constructor(sampler: Sampler, decoder: IncrementalDecoder, stop: string[]) {
+  constructor(sampler: Sampler, decoder: IncrementalDecoder, stop: string[], tools: ToolRunner | null = null) {
     this.sampler = sampler
     this.#decoder = decoder
     this.#stops = new StopMatcher(stop)
+    this.#tools = tools
   }
 
   get completed(): boolean {
     return this.finishReason !== null
   }
 
-  /** Records a token: returns the text it completes (stop strings withheld). */
+  /** Whether the row is inside a tool call, between its start and end tokens. */
+  get inToolCall(): boolean {
+    return this.#callStart >= 0
+  }
+
+  /**
+   * The next token a tool's answer forces on this row, taken off the queue, or -1 when the row
+   * samples. A forced token takes precedence over the sample and is recorded with mask 0.
+   */
+  takeForced(): number {
+    if (this.#forcedHead === this.#forced.length) return -1
+    const token = this.#forced[this.#forcedHead++]
+    if (this.#forcedHead === this.#forced.length) this.#forced.length = this.#forcedHead = 0
+    return token
+  }
+
+  /** Records a token (mask 1 sampled, 0 forced): returns the text it completes (stop strings withheld). */
   accept(token: number, mask: number, isStopToken: boolean): string {
     if (isStopToken) {
       return this.finish('stop')
@@ -33,6 +62,7 @@ export class RowState {
     const { text, stopped } = this.#stops.push(this.#decoder.push(token))
     this.text += text
     if (stopped) this.finishReason = 'stop'
+    else if (this.#tools) this.#track(token, this.#tools)
     return text
   }
 
@@ -44,5 +74,24 @@ export class RowState {
     const rest = tail.stopped ? tail.text : tail.text + this.#stops.flush()
     this.text += rest
     return rest
+  }
+
+  /**
+   * nanochat's tool logic, for forced and sampled tokens alike: a call-start token (re)opens a
+   * call, its end token runs the tool on a non-empty call and queues the answer, and any other
+   * token inside a call is part of it.
+   */
+  #track(token: number, tools: ToolRunner): void {
+    if (tools.isCallStart(token)) {
+      this.#callStart = token
+      this.#callTokens.length = 0
+    } else if (this.#callStart >= 0 && token === tools.callEndOf(this.#callStart)) {
+      const answer = this.#callTokens.length > 0 ? tools.run(this.#callStart, this.#callTokens) : null
+      if (answer) this.#forced.push(...answer)
+      this.#callStart = -1
+      this.#callTokens.length = 0
+    } else if (this.#callStart >= 0) {
+      this.#callTokens.push(token)
+    }
   }
 }

@@ -15,7 +15,7 @@ import { serve as startServer } from './server/serve.js'
 const USAGE = `usage:
   kvengine generate [-m model] [-p prompt] [--raw] [sampling options]
   kvengine chat [-m model] [-s system prompt] [sampling options]
-  kvengine serve [-m model] [--port 8080] [--host 127.0.0.1] [--max-rows 16] [--max-queue 64] [sampling defaults]
+  kvengine serve [-m model] [--port 8080] [--host 127.0.0.1] [--max-rows 16] [--max-queue 64] [--max-seq 2048] [sampling defaults]
   kvengine convert <input.gguf> <output.gguf> --to f32|f16|q8_0|q4_0|q4_k
 
 sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
@@ -40,6 +40,7 @@ const options = {
   host: { type: 'string' },
   'max-rows': { type: 'string' },
   'max-queue': { type: 'string' },
+  'max-seq': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const
 
@@ -147,6 +148,7 @@ async function serve(args: Args): Promise<void> {
     host: args.host,
     maxRows: num(args['max-rows']),
     maxQueue: num(args['max-queue']),
+    maxSequence: num(args['max-seq']),
     temperature: num(args.temperature),
     topK: num(args['top-k']),
     maxTokens: num(args['max-tokens']),

@@ -24,6 +24,8 @@ pub enum RopeStyle {
 pub enum Architecture {
     Llama,
     Qwen2,
+    /// karpathy/nanochat's GPT (crate::nanochat), loaded from its own checkpoint format only.
+    Nanochat,
 }
 
 impl Architecture {

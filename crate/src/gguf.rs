@@ -111,7 +111,7 @@ impl GgufFile {
             rope_theta: self.meta_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_style: match architecture {
                 Architecture::Llama => RopeStyle::Interleaved,
-                Architecture::Qwen2 => RopeStyle::HalfSplit,
+                Architecture::Qwen2 | Architecture::Nanochat => RopeStyle::HalfSplit,
             },
             rope_freq_factors,
             context_length: self.required(&key("context_length"), MAX_CONTEXT)?,

@@ -2,6 +2,11 @@
 //! `flash_attn_with_kvcache` call nanochat uses, with an int32 length per row. Rows grow
 //! independently; only the heads the model actually computes (H_kv, not the GQA-expanded H)
 //! are stored.
+//!
+//! Models that smear (nanochat mixes the previous token's embedding into each token) also need
+//! what came before a row's new tokens. Such a model records each row's token ids here; the
+//! pre-smear embedding of the last one is recomputed from its id, so truncating a row keeps it
+//! exact (the token before the new end is still known) where a stored embedding would be lost.
 
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
@@ -19,6 +24,9 @@ pub struct KvCache {
     k: Vec<f32>,
     v: Vec<f32>,
     seqlens: Vec<i32>,
+    /// Per row, the ids of its cached positions, kept only by models that record them (empty
+    /// otherwise). Trimmed with the row, copied with it, cleared when it is reset.
+    history: Vec<Vec<u32>>,
 }
 
 impl KvCache {
@@ -40,6 +48,7 @@ impl KvCache {
             k: zeroed(elems)?,
             v: zeroed(elems)?,
             seqlens: vec![0; batch],
+            history: vec![Vec::new(); batch],
         })
     }
 
@@ -71,11 +80,13 @@ impl KvCache {
     /// Forgets every row's contents; memory stays allocated for reuse.
     pub fn reset(&mut self) {
         self.seqlens.iter_mut().for_each(|s| *s = 0);
+        self.history.iter_mut().for_each(Vec::clear);
     }
 
     pub fn reset_row(&mut self, row: usize) -> Result<()> {
         self.check_row(row)?;
         self.seqlens[row] = 0;
+        self.history[row].clear();
         Ok(())
     }
 
@@ -89,6 +100,7 @@ impl KvCache {
             )));
         }
         self.seqlens[row] = len as i32;
+        self.history[row].truncate(len);
         Ok(())
     }
 
@@ -108,6 +120,7 @@ impl KvCache {
             self.v.copy_within(from..from + len, to);
         }
         self.seqlens[dst] = self.seqlens[src];
+        self.history[dst] = self.history[src].clone();
         Ok(())
     }
 
@@ -160,6 +173,17 @@ impl KvCache {
 
     pub fn set_seqlen(&mut self, row: usize, len: usize) {
         self.seqlens[row] = len as i32;
+    }
+
+    /// The recorded ids of a row's cached positions; shorter than the row when the model that
+    /// filled it does not record them.
+    pub fn history(&self, row: usize) -> &[u32] {
+        &self.history[row]
+    }
+
+    /// Appends the ids of positions just committed to a row.
+    pub(crate) fn record(&mut self, row: usize, tokens: &[u32]) {
+        self.history[row].extend_from_slice(tokens);
     }
 
     fn offset(&self, layer: usize, row: usize, pos: usize) -> usize {
@@ -297,6 +321,23 @@ mod tests {
         }
         assert_eq!(cache.seqlens(), &[9, 9, 9, 9]);
         assert!(cache.copy_row(0, 4).is_err());
+    }
+
+    #[test]
+    fn history_follows_copy_truncate_and_reset() {
+        let cfg = config(1, 1, 2);
+        let mut cache = KvCache::new(&cfg, 3, 16).unwrap();
+        fill(&mut cache, 0, 0, 4);
+        cache.record(0, &[7, 8, 9, 10]);
+        cache.copy_row(0, 1).unwrap();
+        assert_eq!(cache.history(1), &[7, 8, 9, 10]);
+        cache.truncate_row(1, 2).unwrap();
+        assert_eq!(cache.history(1), &[7, 8]);
+        assert_eq!(cache.history(0), &[7, 8, 9, 10]);
+        cache.reset_row(0).unwrap();
+        assert!(cache.history(0).is_empty());
+        cache.reset();
+        assert!(cache.history(1).is_empty());
     }
 
     #[test]

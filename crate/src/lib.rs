@@ -3,6 +3,7 @@
 //! The engine is free of Node: `cargo test`/`cargo bench` use it directly, and the `node`
 //! feature adds the N-API bindings in `node/`.
 
+pub mod any_model;
 pub mod attention;
 pub mod chat_template;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod loader;
 pub mod matmul;
 pub mod memory;
 pub mod model;
+pub mod nanochat;
 pub mod rope;
 pub mod safetensors_dir;
 pub mod simd;
@@ -24,6 +26,7 @@ pub mod weights;
 #[cfg(feature = "node")]
 mod node;
 
+pub use any_model::LanguageModel;
 pub use error::{Error, ErrorKind, Result};
 pub use kv_cache::KvCache;
 pub use loader::{load, LoadedModel};

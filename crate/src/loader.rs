@@ -1,17 +1,23 @@
-//! Opens whatever the user pointed at (a `.gguf` file or a Hugging Face directory) and returns
-//! the model together with its tokenizer and chat template.
+//! Opens whatever the user pointed at (a `.gguf` file, a Hugging Face directory, or a nanochat
+//! checkpoint directory or `.pt` file) and returns the model together with its tokenizer and
+//! chat template.
 
 use std::path::Path;
 
+use crate::any_model::LanguageModel;
 use crate::chat_template::ChatTemplate;
+use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::gguf::GgufFile;
 use crate::model::Model;
+use crate::nanochat::checkpoint::{self, TensorMap};
+use crate::nanochat::tiktoken::TiktokenBpe;
+use crate::nanochat::NanochatModel;
 use crate::safetensors_dir::SafetensorsDir;
 use crate::tokenizer::Tokenizer;
 
 pub struct LoadedModel {
-    pub model: Model,
+    pub model: LanguageModel,
     pub tokenizer: Tokenizer,
     pub chat_template: Option<ChatTemplate>,
     /// Free-form description of the weights' formats, e.g. "gguf q4_1".
@@ -22,9 +28,14 @@ pub fn load(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
     crate::cpu_features::check()?;
     crate::memory::prefer_mmap_for_large_buffers();
     let meta = std::fs::metadata(path).map_err(|e| {
-        Error::from(e).context(format!("cannot open model '{}' (expected a .gguf file or a Hugging Face model directory)", path.display()))
+        Error::from(e).context(format!(
+            "cannot open model '{}' (expected a .gguf file, a Hugging Face model directory or a nanochat checkpoint)",
+            path.display()
+        ))
     })?;
-    if meta.is_dir() {
+    if checkpoint::is_checkpoint(path) {
+        load_nanochat(path, progress)
+    } else if meta.is_dir() {
         load_hf_dir(path, progress)
     } else {
         load_gguf(path, progress)
@@ -42,8 +53,8 @@ fn load_gguf(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> 
     };
     let format = weight_format(&file);
     let model = Model::load(&mut file, config, progress)?;
-    check_vocab(&model, &tokenizer)?;
-    Ok(LoadedModel { model, tokenizer, chat_template, format })
+    check_vocab(&model.config, &tokenizer)?;
+    Ok(LoadedModel { model: model.into(), tokenizer, chat_template, format })
 }
 
 fn load_hf_dir(dir: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
@@ -63,8 +74,23 @@ fn load_hf_dir(dir: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel>
         None => None,
     };
     let model = Model::load(&mut weights, config, progress)?;
-    check_vocab(&model, &tokenizer)?;
-    Ok(LoadedModel { model, tokenizer, chat_template, format: "safetensors".into() })
+    check_vocab(&model.config, &tokenizer)?;
+    Ok(LoadedModel { model: model.into(), tokenizer, chat_template, format: "safetensors".into() })
+}
+
+/// nanochat has no chat template: its format is rendered to ids (crate::nanochat::render).
+fn load_nanochat(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+    let files = checkpoint::locate(path)?;
+    let text = crate::safetensors_dir::read_text(&files.meta)?;
+    let meta: crate::nanochat::config::Meta =
+        serde_json::from_str(&text).or_kind(ErrorKind::CorruptFile, format!("invalid {} (expected nanochat's meta with a model_config)", files.meta.display()))?;
+    let config = meta.model_config.resolve()?;
+    let tokenizer = Tokenizer::from_tiktoken(TiktokenBpe::from_pickle_file(&files.tokenizer)?)?;
+    let mut tensors = TensorMap::read(&files.weights)?;
+    let model = NanochatModel::load(&mut tensors, config, progress)?;
+    check_vocab(&model.config.base, &tokenizer)?;
+    let format = if files.weights.extension().is_some_and(|e| e == "pt") { "nanochat pt" } else { "nanochat safetensors" };
+    Ok(LoadedModel { model: model.into(), tokenizer, chat_template: None, format: format.into() })
 }
 
 /// `chat_template` is either a string or a list of named templates; we take "default".
@@ -87,12 +113,12 @@ fn weight_format(file: &GgufFile) -> String {
 }
 
 /// A tokenizer that can emit ids past the embedding table would crash the forward pass later.
-fn check_vocab(model: &Model, tokenizer: &Tokenizer) -> Result<()> {
-    if tokenizer.vocab_size() > model.config.vocab_size {
+fn check_vocab(config: &ModelConfig, tokenizer: &Tokenizer) -> Result<()> {
+    if tokenizer.vocab_size() > config.vocab_size {
         return Err(Error::corrupt(format!(
             "the tokenizer has {} tokens but the embedding table only {}",
             tokenizer.vocab_size(),
-            model.config.vocab_size
+            config.vocab_size
         )));
     }
     Ok(())

@@ -1,6 +1,8 @@
-//! Tokenizers from GGUF metadata (byte-level BPE, the `gpt2` family) or from `tokenizer.json`.
+//! Tokenizers from GGUF metadata (byte-level BPE, the `gpt2` family), from `tokenizer.json`, or
+//! from nanochat's pickled tiktoken encoding.
 //!
-//! Encoding goes through Hugging Face `tokenizers`. Decoding is ours: every id maps to the exact
+//! Encoding goes through Hugging Face `tokenizers`, or for nanochat through a rank-based BPE
+//! identical to tiktoken's (crate::nanochat::tiktoken). Decoding is ours: every id maps to the exact
 //! bytes it stands for, so text can be assembled incrementally and only whole UTF-8 characters
 //! are ever emitted, however a character is split across tokens.
 
@@ -17,6 +19,7 @@ use tokenizers::{AddedToken, DecoderWrapper, PreTokenizerWrapper, SplitDelimiter
 
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::gguf::GgufFile;
+use crate::nanochat::tiktoken::TiktokenBpe;
 
 /// llama.cpp's pre-tokenizer regexes for the `tokenizer.ggml.pre` names we support.
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -25,11 +28,18 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 /// Token names that end a turn in the chat formats we know, besides the declared EOS.
 const END_OF_TURN_NAMES: &[&str] = &["<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|end|>", "<end_of_turn>", "</s>"];
 
+enum Encoder {
+    Hf {
+        /// Treats special-token text in the input as special tokens (for rendered chat templates).
+        with_specials: Box<tokenizers::Tokenizer>,
+        /// Treats everything as plain text, so a user typing `<|im_start|>` cannot forge a turn.
+        plain: Box<tokenizers::Tokenizer>,
+    },
+    Tiktoken(TiktokenBpe),
+}
+
 pub struct Tokenizer {
-    /// Treats special-token text in the input as special tokens (for rendered chat templates).
-    with_specials: tokenizers::Tokenizer,
-    /// Treats everything as plain text, so a user typing `<|im_start|>` cannot forge a turn.
-    plain: tokenizers::Tokenizer,
+    encoder: Encoder,
     token_bytes: Vec<Vec<u8>>,
     pub bos_token: Option<u32>,
     pub eos_token: Option<u32>,
@@ -109,7 +119,25 @@ impl Tokenizer {
                 }
             }
         }
-        Ok(Self { with_specials, plain, token_bytes, bos_token, eos_token, add_bos, eog_tokens })
+        let encoder = Encoder::Hf { with_specials: Box::new(with_specials), plain: Box::new(plain) };
+        Ok(Self { encoder, token_bytes, bos_token, eos_token, add_bos, eog_tokens })
+    }
+
+    /// nanochat's tokenizer: documents start with `<|bos|>`; generation ends at
+    /// `<|assistant_end|>` or `<|bos|>`, as upstream's engine stops.
+    pub fn from_tiktoken(bpe: TiktokenBpe) -> Result<Self> {
+        let need = |name: &str| bpe.special(name).ok_or_else(|| Error::corrupt(format!("the nanochat tokenizer has no {name} token")));
+        let (bos, end) = (need("<|bos|>")?, need("<|assistant_end|>")?);
+        let token_bytes = bpe.token_bytes();
+        Ok(Self { encoder: Encoder::Tiktoken(bpe), token_bytes, bos_token: Some(bos), eos_token: Some(end), add_bos: true, eog_tokens: vec![end, bos] })
+    }
+
+    /// The id of a special token by its text, e.g. `<|user_start|>`.
+    pub fn special_token(&self, name: &str) -> Option<u32> {
+        match &self.encoder {
+            Encoder::Hf { with_specials, .. } => with_specials.token_to_id(name),
+            Encoder::Tiktoken(bpe) => bpe.special(name),
+        }
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -119,13 +147,19 @@ impl Tokenizer {
     /// `special`: parse special-token text (as a rendered chat template needs); otherwise all
     /// input is plain text. `add_bos`: prepend BOS when the model has one.
     pub fn encode(&self, text: &str, special: bool, add_bos: bool) -> Result<Vec<u32>> {
-        let tok = if special { &self.with_specials } else { &self.plain };
-        let enc = tok.encode(text, false).map_err(|e| Error::invalid(format!("cannot tokenize input: {e}")))?;
-        let mut ids = Vec::with_capacity(enc.len() + 1);
+        let mut ids = Vec::new();
         if add_bos {
             ids.extend(self.bos_token);
         }
-        ids.extend_from_slice(enc.get_ids());
+        match &self.encoder {
+            Encoder::Hf { with_specials, plain } => {
+                let tok = if special { with_specials } else { plain };
+                let enc = tok.encode(text, false).map_err(|e| Error::invalid(format!("cannot tokenize input: {e}")))?;
+                ids.extend_from_slice(enc.get_ids());
+            }
+            Encoder::Tiktoken(bpe) if special => ids.extend(bpe.encode_with_specials(text)?),
+            Encoder::Tiktoken(bpe) => ids.extend(bpe.encode_ordinary(text)?),
+        }
         Ok(ids)
     }
 
@@ -147,7 +181,10 @@ impl Tokenizer {
     }
 
     pub fn token_text(&self, id: u32) -> Option<String> {
-        self.with_specials.id_to_token(id)
+        match &self.encoder {
+            Encoder::Hf { with_specials, .. } => with_specials.id_to_token(id),
+            Encoder::Tiktoken(_) => self.token_bytes.get(id as usize).map(|b| String::from_utf8_lossy(b).into_owned()),
+        }
     }
 }
 

@@ -1,7 +1,11 @@
+import { calculator } from '../calculator/calculator.js'
 import type { Model } from '../Model.js'
+import { nanochatDefaults } from '../nanochatDefaults.js'
 import { Rng } from '../Rng.js'
 import { RowState } from '../RowState.js'
 import { Sampler } from '../Sampler.js'
+import { ToolRegistry } from '../ToolRegistry.js'
+import { ToolRunner } from '../ToolRunner.js'
 import type { Job } from './Job.js'
 import type { Metrics } from './Metrics.js'
 import type { Admission, Scheduler } from './Scheduler.js'
@@ -32,6 +36,8 @@ export class BatchLoop {
   readonly #scheduler: Scheduler
   readonly #metrics: Metrics
   readonly #stopTokens: Set<number>
+  /** nanochat's calculator for a model with nanochat's vocabulary (as the Engine defaults); null otherwise. */
+  readonly #tools: ToolRunner | null
   #active: Active[] = []
   #wake: (() => void) | null = null
   #closed = false
@@ -41,7 +47,10 @@ export class BatchLoop {
     this.#model = model
     this.#scheduler = scheduler
     this.#metrics = metrics
-    this.#stopTokens = new Set(model.info.eogTokens)
+    const nanochat = nanochatDefaults(model.tokenizer)
+    this.#stopTokens = new Set([...model.info.eogTokens, ...(nanochat?.stopTokens ?? [])])
+    const registry = new ToolRegistry().register('calculator', calculator)
+    this.#tools = nanochat ? new ToolRunner(nanochat.tools, registry, model.tokenizer, model.info.vocabSize) : null
     this.#finished = this.#run()
   }
 
@@ -74,13 +83,18 @@ export class BatchLoop {
         this.#wake = null
         continue
       }
-      await this.#step()
+      try {
+        await this.#step()
+      } catch (err) {
+        // A bug, not bad input: fail the jobs in hand rather than stop serving everyone after them.
+        for (const a of this.#active.slice()) this.#end(a, err)
+      }
     }
   }
 
   #start({ job, rows, reused }: Admission): void {
     const tokenizer = this.#model.tokenizer
-    const states = rows.map((_, i) => new RowState(new Sampler(job.sampling, Rng.forRow(job.sampling.seed, i)), tokenizer.createDecoder(), job.stop))
+    const states = rows.map((_, i) => new RowState(new Sampler(job.sampling, Rng.forRow(job.sampling.seed, i)), tokenizer.createDecoder(), job.stop, this.#tools))
     const feed = rows.map((_, i) => (i === 0 ? job.prompt.slice(reused) : NOTHING))
     this.#active.push({ job, rows, states, feed, reused, replicated: rows.length === 1, lastTokenAt: null })
     this.#metrics.promptTokens += job.prompt.length
@@ -91,14 +105,8 @@ export class BatchLoop {
     const cache = this.#scheduler.cache
     const inputs: number[][] = Array.from({ length: cache.batchSize }, () => NOTHING)
     for (const a of this.#active) a.states.forEach((s, i) => s.completed || (inputs[a.rows[i]] = a.feed[i]))
-    let result
-    try {
-      result = await this.#model.forward(cache, inputs)
-    } catch (err) {
-      // The cache is left as it was, so the rows stay consistent; the jobs in this batch cannot go on.
-      for (const a of this.#active.slice()) this.#end(a, err)
-      return
-    }
+    // On error the cache is left as it was, so the token lists (recorded only after) still match it.
+    const result = await this.#model.forward(cache, inputs)
     this.#metrics.decodeSteps++
     inputs.forEach((tokens, row) => tokens.length > 0 && this.#scheduler.record(row, tokens))
     const vocab = this.#model.info.vocabSize
@@ -117,19 +125,27 @@ export class BatchLoop {
         }
         a.replicated = true
       }
-      this.#sample(a, result.logits, offsets, now)
+      try {
+        this.#sample(a, result.logits, offsets, now)
+      } catch (err) {
+        this.#end(a, err) // a tool that threw: this job ends, the batch goes on
+      }
     }
   }
 
-  /** One token for each unfinished choice of `a`; ends the job when its last choice finishes. */
+  /**
+   * One token for each unfinished choice of `a`: a tool answer's forced token if one is queued
+   * (streamed as text like any other), else a sample. Ends the job when its last choice finishes.
+   */
   #sample(a: Active, logits: Float32Array, offsets: Int32Array, now: number): void {
     const { job } = a
     const vocab = this.#model.info.vocabSize
     for (const [i, state] of a.states.entries()) {
       if (state.completed) continue
-      const token = state.sampler.sample(logits, offsets[a.rows[i]], vocab)
+      const forced = state.takeForced()
+      const token = forced >= 0 ? forced : state.sampler.sample(logits, offsets[a.rows[i]], vocab)
       const before = state.tokens.length
-      let text = state.accept(token, 1, this.#stopTokens.has(token))
+      let text = state.accept(token, forced >= 0 ? 0 : 1, this.#stopTokens.has(token))
       if (!state.completed && state.tokens.length >= job.maxTokens) text += state.finish('length')
       this.#metrics.generatedTokens += state.tokens.length - before
       if (text) job.sink.text(i, text)

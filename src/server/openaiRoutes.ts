@@ -22,6 +22,8 @@ export interface ServerContext {
   modelId: string
   loop: BatchLoop
   defaults: { temperature: number; topK: number; maxTokens: number }
+  /** Positions one row may hold, prompt and completion together. */
+  maxSequence: number
   /** Unix seconds, for GET /v1/models. */
   startedAt: number
 }
@@ -47,13 +49,13 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   if (request.model !== null && request.model !== ctx.modelId) {
     throw new ApiError(404, `The model '${request.model}' does not exist: this server serves '${ctx.modelId}'`, { code: 'model_not_found', param: 'model' })
   }
-  const prompt = encodePrompt(ctx.model, request)
+  const prompt = encodePrompt(ctx.model, request, ctx.maxSequence)
   const sink = new ResponseSink(res, new OpenAiFormat(kind, ctx.modelId), request)
   const job: Job = {
     id: `${++jobCounter}`,
     prompt,
     n: request.n,
-    maxTokens: Math.min(request.maxTokens ?? ctx.defaults.maxTokens, ctx.model.info.contextLength - prompt.length),
+    maxTokens: Math.min(request.maxTokens ?? ctx.defaults.maxTokens, ctx.maxSequence - prompt.length),
     sampling: { ...request.sampling, seed: request.sampling.seed ?? randomInt(2 ** 32) },
     stop: request.stop,
     sink,
@@ -69,13 +71,13 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   note.detail = u ? `n=${job.n} prompt=${u.promptTokens} cached=${u.cachedTokens} completion=${u.completionTokens}` : `n=${job.n} prompt=${prompt.length} abandoned`
 }
 
-function encodePrompt(model: Model, request: ValidRequest): number[] {
-  const { tokenizer, info } = model
+function encodePrompt(model: Model, request: ValidRequest, maxSequence: number): number[] {
+  const { tokenizer } = model
   const prompt = request.messages
     ? tokenizer.encode(model.applyChatTemplate(request.messages, { addGenerationPrompt: true }), { special: true })
     : tokenizer.encode(request.prompt as string)
-  if (prompt.length >= info.contextLength) {
-    throw new KvEngineError('CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens but the model's context is ${info.contextLength}; shorten it`)
+  if (prompt.length >= maxSequence) {
+    throw new KvEngineError('CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens but this server holds at most ${maxSequence} per request; shorten it`)
   }
   return prompt
 }

@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { basename, join } from 'node:path'
 
+import { KvEngineError } from '../KvEngineError.js'
 import type { Model } from '../Model.js'
 import { packageRoot } from '../packageRoot.js'
 import { ApiError } from './ApiError.js'
@@ -11,6 +12,7 @@ import { Metrics } from './Metrics.js'
 import { openaiRoutes, type Route } from './openaiRoutes.js'
 import { Scheduler } from './Scheduler.js'
 import { sendJson } from './sendJson.js'
+import { validateRequest } from './validateRequest.js'
 
 export interface ServeOptions {
   /** Default 8080; 0 picks a free port. */
@@ -19,6 +21,12 @@ export interface ServeOptions {
   host?: string
   /** KV cache rows decoded together, i.e. concurrent choices. Default 16. */
   maxRows?: number
+  /**
+   * Positions one request may use, prompt and completion together; at most the model's context.
+   * Every row is sized for the longest, so this bounds the KV cache: maxRows × maxSequence
+   * positions. Default 2048.
+   */
+  maxSequence?: number
   /** Requests allowed to wait for rows before new ones get 429. Default 64. */
   maxQueue?: number
   /** Sampling defaults for requests that leave them out (nanochat's chat_web: 0.8, 50, 512). */
@@ -40,13 +48,19 @@ export interface RunningServer {
  */
 export async function serve(model: Model, options: ServeOptions = {}): Promise<RunningServer> {
   const { port = 8080, host = '127.0.0.1', maxRows = 16, maxQueue = 64 } = options
+  checkInteger('port', port, 0, 65535)
+  checkInteger('maxQueue', maxQueue, 1, 1 << 20)
+  const maxSequence = options.maxSequence ?? Math.min(2048, model.info.contextLength)
+  checkInteger('maxSequence', maxSequence, 2, model.info.contextLength)
+  const defaults = { temperature: options.temperature ?? 0.8, topK: options.topK ?? 50, maxTokens: options.maxTokens ?? 512 }
+  // The defaults obey the limits requests do, so a default can never be what a request may not ask for.
+  validateRequest({ messages: [{ role: 'user', content: '-' }], temperature: defaults.temperature, top_k: defaults.topK, max_tokens: defaults.maxTokens }, 'chat', defaults)
+  const chatPage = readFileSync(join(packageRoot(), 'src', 'server', 'chatPage.html'))
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`))
   const metrics = new Metrics()
   // One position block to start with; the cache grows in blocks as rows need it.
-  const scheduler = new Scheduler(model.createCache(maxRows, Math.min(1024, model.info.contextLength)), maxQueue)
+  const scheduler = new Scheduler(model.createCache(maxRows, Math.min(1024, maxSequence)), maxQueue)
   const loop = new BatchLoop(model, scheduler, metrics)
-  const chatPage = readFileSync(join(packageRoot(), 'src', 'server', 'chatPage.html'))
-  const defaults = { temperature: options.temperature ?? 0.8, topK: options.topK ?? 50, maxTokens: options.maxTokens ?? 512 }
   const gauges = () => ({ runningRows: scheduler.runningRows, queuedRows: scheduler.queuedRows, kvCacheBytes: scheduler.cache.sizeBytes })
   const routes: Record<string, Route> = {
     'GET /': async (_req, res) => {
@@ -58,10 +72,14 @@ export async function serve(model: Model, options: ServeOptions = {}): Promise<R
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' })
       res.end(metrics.render(gauges()))
     },
-    ...openaiRoutes({ model, modelId: modelId(model), loop, defaults, startedAt: Math.floor(Date.now() / 1000) }),
+    ...openaiRoutes({ model, modelId: modelId(model), loop, defaults, maxSequence, startedAt: Math.floor(Date.now() / 1000) }),
   }
   const server = createServer((req, res) => void handle(routes, req, res, metrics, log))
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, resolve))
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, resolve)).catch(async (err: unknown) => {
+    await loop.close(err)
+    scheduler.cache.dispose()
+    throw err
+  })
   const { port: bound } = server.address() as AddressInfo
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}/`,
@@ -71,6 +89,12 @@ export async function serve(model: Model, options: ServeOptions = {}): Promise<R
       await loop.close(new ApiError(503, 'the server is shutting down'))
       scheduler.cache.dispose()
     },
+  }
+}
+
+function checkInteger(name: string, value: number, min: number, max: number): void {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new KvEngineError('INVALID_ARGUMENT', `${name} must be an integer in ${min}..${max}, got ${String(value)}`)
   }
 }
 

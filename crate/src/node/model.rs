@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Float32Array, Uint32Array};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Float32Array, Uint32Array, Uint8Array};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status, Task};
 use napi_derive::napi;
@@ -15,6 +15,7 @@ use crate::error::{Error, ErrorKind};
 use crate::kv_cache::KvCache;
 use crate::loader::LoadedModel;
 use crate::model::{ForwardOutput, LogitsFor};
+use crate::nanochat::render::{self, Content, Message, Part};
 
 /// JS callback `(fraction) => void`, called from the worker thread without blocking it.
 pub type ProgressFn = ThreadsafeFunction<f64, (), f64, Status, false>;
@@ -44,6 +45,30 @@ pub struct NativeModelInfo {
 pub struct NativeChatMessage {
     pub role: String,
     pub content: String,
+}
+
+/// A nanochat conversation message: `content` text, or for assistant turns `parts` (text,
+/// python tool calls and their outputs).
+#[napi(object)]
+pub struct NativeConversationMessage {
+    pub role: String,
+    pub content: Option<String>,
+    pub parts: Option<Vec<NativeMessagePart>>,
+}
+
+#[napi(object)]
+pub struct NativeMessagePart {
+    /// "text", "python" or "python_output".
+    #[napi(js_name = "type")]
+    pub kind: String,
+    pub text: String,
+}
+
+#[napi(object)]
+pub struct NativeRenderedConversation {
+    pub ids: Uint32Array,
+    /// 1 where the assistant is trained to produce the token.
+    pub mask: Uint8Array,
 }
 
 #[napi(object)]
@@ -191,6 +216,25 @@ impl NativeModel {
         })
     }
 
+    /// nanochat's chat format: ids and training mask of the conversation, truncated to
+    /// `maxTokens` (default 2048, as upstream's render_conversation).
+    #[napi]
+    pub fn render_conversation(&self, messages: Vec<NativeConversationMessage>, max_tokens: Option<u32>) -> napi::Result<NativeRenderedConversation> {
+        let m = self.get()?;
+        guarded(|| {
+            let (ids, mask) = render::render_conversation(&m.tokenizer, &conversation(messages)?, max_tokens.unwrap_or(2048) as usize)?;
+            Ok(NativeRenderedConversation { ids: Uint32Array::new(ids), mask: Uint8Array::new(mask) })
+        })
+    }
+
+    /// nanochat's prompt for the assistant's reply: the conversation without its final
+    /// assistant message, then `<|assistant_start|>`.
+    #[napi]
+    pub fn render_for_completion(&self, messages: Vec<NativeConversationMessage>) -> napi::Result<Uint32Array> {
+        let m = self.get()?;
+        guarded(|| render::render_for_completion(&m.tokenizer, &conversation(messages)?)).map(Uint32Array::new)
+    }
+
     #[napi]
     pub fn create_cache(&self, batch_size: u32, capacity: u32) -> napi::Result<NativeKvCache> {
         let m = self.get()?;
@@ -221,8 +265,8 @@ impl NativeModel {
     pub fn stats(&self) -> napi::Result<NativeModelStats> {
         let m = self.get()?;
         Ok(NativeModelStats {
-            forward_calls: m.model.stats.forward_calls.load(Ordering::Relaxed) as f64,
-            tokens_processed: m.model.stats.tokens_processed.load(Ordering::Relaxed) as f64,
+            forward_calls: m.model.stats().forward_calls.load(Ordering::Relaxed) as f64,
+            tokens_processed: m.model.stats().tokens_processed.load(Ordering::Relaxed) as f64,
         })
     }
 
@@ -238,4 +282,19 @@ impl NativeModel {
     pub fn disposed(&self) -> bool {
         self.inner.lock().map(|g| g.is_none()).unwrap_or(true)
     }
+}
+
+fn conversation(messages: Vec<NativeConversationMessage>) -> crate::Result<Vec<Message>> {
+    messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let content = match (m.content, m.parts) {
+                (Some(text), None) => Content::Text(text),
+                (None, Some(parts)) => Content::Parts(parts.into_iter().map(|p| Part { kind: p.kind, text: p.text }).collect()),
+                _ => return Err(Error::invalid(format!("message {i} needs exactly one of content and parts"))),
+            };
+            Ok(Message { role: m.role, content })
+        })
+        .collect()
 }

@@ -1,0 +1,64 @@
+//! One handle over the architectures we run, so the loader and the bindings need not care which
+//! one a file held: the Llama/Qwen2 transformer (crate::model) or nanochat's GPT.
+
+use std::sync::atomic::AtomicBool;
+
+use crate::config::ModelConfig;
+use crate::error::Result;
+use crate::kv_cache::KvCache;
+use crate::model::{ForwardOutput, LogitsFor, Model, ModelStats};
+use crate::nanochat::NanochatModel;
+
+pub enum Architecture {
+    Llama(Model),
+    Nanochat(NanochatModel),
+}
+
+pub struct LanguageModel {
+    /// The shapes every architecture shares; for nanochat its resolved base config.
+    pub config: ModelConfig,
+    pub arch: Architecture,
+}
+
+impl From<Model> for LanguageModel {
+    fn from(m: Model) -> Self {
+        Self { config: m.config.clone(), arch: Architecture::Llama(m) }
+    }
+}
+
+impl From<NanochatModel> for LanguageModel {
+    fn from(m: NanochatModel) -> Self {
+        Self { config: m.config.base.clone(), arch: Architecture::Nanochat(m) }
+    }
+}
+
+impl LanguageModel {
+    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        match &self.arch {
+            Architecture::Llama(m) => m.new_cache(batch, capacity),
+            Architecture::Nanochat(m) => m.new_cache(batch, capacity),
+        }
+    }
+
+    pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
+        match &self.arch {
+            Architecture::Llama(m) => m.forward(batch, cache, which, cancel),
+            Architecture::Nanochat(m) => m.forward(batch, cache, which, cancel),
+        }
+    }
+
+    /// The cache-free reference path, `(len, vocab)` logits.
+    pub fn forward_reference(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        match &self.arch {
+            Architecture::Llama(m) => m.forward_reference(tokens),
+            Architecture::Nanochat(m) => m.forward_reference(tokens),
+        }
+    }
+
+    pub fn stats(&self) -> &ModelStats {
+        match &self.arch {
+            Architecture::Llama(m) => &m.stats,
+            Architecture::Nanochat(m) => &m.stats,
+        }
+    }
+}

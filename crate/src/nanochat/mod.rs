@@ -1,0 +1,194 @@
+//! karpathy/nanochat's GPT (upstream HEAD 92d63d4) over our KV store: untied embeddings,
+//! weightless RMSNorm, RoPE by −θ, QK norm, ReLU² MLP, GQA, gated value embeddings on
+//! alternating layers, smear, backout, per-layer residual/x0 lambdas, soft-capped logits and
+//! per-layer sliding windows.
+//!
+//! Unlike upstream, rows are independent and may continue from any length: a chunk appended to
+//! a non-empty row smears its first token with the row's last token (upstream skips that), so
+//! chunked prefill equals one prefill. The row's token ids, kept in the cache, supply it.
+
+pub mod checkpoint;
+pub mod config;
+mod model;
+pub mod pickle;
+mod reference;
+pub mod render;
+pub mod tiktoken;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use candle_core::{Device, Tensor};
+
+use crate::attention::{self, AttentionShape, TokenSlot};
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv_cache::KvCache;
+use crate::model::{ForwardOutput, LogitsFor, ModelStats};
+use checkpoint::TensorMap;
+use config::{NanochatConfig, QK_SCALE};
+use model::{norm, Weights};
+
+pub struct NanochatModel {
+    pub config: NanochatConfig,
+    weights: Weights,
+    inv_freq: Vec<f32>,
+    pub stats: ModelStats,
+}
+
+/// One pass's packed tokens: where each sits, and per row (row, first index, count, length before).
+struct Step {
+    slots: Vec<TokenSlot>,
+    spans: Vec<(usize, usize, usize, usize)>,
+}
+
+impl NanochatModel {
+    pub fn load(src: &mut TensorMap, config: NanochatConfig, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+        let weights = Weights::load(src, &config, progress)?;
+        let inv_freq = model::inv_freq(config.base.head_dim);
+        Ok(Self { config, weights, inv_freq, stats: ModelStats::default() })
+    }
+
+    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        KvCache::new(&self.config.base, batch, capacity)
+    }
+
+    /// Same contract as `Model::forward`: new tokens per row (empty skips the row), lengths and
+    /// token ids committed to the cache only when the whole pass succeeds.
+    pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
+        let vocab_size = self.config.base.vocab_size;
+        let step = self.plan(batch, cache)?;
+        let n = step.slots.len();
+        if n == 0 {
+            return Ok(ForwardOutput { logits: Vec::new(), rows: Vec::new(), vocab_size });
+        }
+        self.stats.forward_calls.fetch_add(1, Ordering::Relaxed);
+        self.stats.tokens_processed.fetch_add(n as u64, Ordering::Relaxed);
+        let check_cancel = || match cancel {
+            Some(c) if c.load(Ordering::Relaxed) => Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")),
+            _ => Ok(()),
+        };
+        let ids: Vec<u32> = batch.iter().flatten().copied().collect();
+        let ids_t = Tensor::new(ids.as_slice(), &Device::Cpu)?;
+        let x0 = self.smeared_embedding(&ids, &step, cache)?;
+        let mut x = x0.clone();
+        let mut x_backout = None;
+        for i in 0..self.config.base.n_layers {
+            check_cancel()?;
+            x = self.layer(i, &self.weights.mix(i, &x, &x0)?, &ids_t, &step, cache, cancel)?;
+            if i == self.config.backout_layer {
+                x_backout = Some(x.clone());
+            }
+        }
+        check_cancel()?;
+        let picked: Vec<u32> = match which {
+            LogitsFor::All => (0..n as u32).collect(),
+            LogitsFor::LastPerRow => step.spans.iter().map(|&(_, start, len, _)| (start + len - 1) as u32).collect(),
+        };
+        let rows = picked.iter().map(|&i| step.slots[i as usize].row as u32).collect();
+        let picked = Tensor::new(picked.as_slice(), &Device::Cpu)?;
+        let x_backout = x_backout.ok_or_else(|| Error::internal("backout layer out of range"))?;
+        let logits = self.weights.head(&x.index_select(&picked, 0)?, &x_backout.index_select(&picked, 0)?, vocab_size)?;
+        let logits = logits.flatten_all()?.to_vec1::<f32>()?;
+        for &(row, start, len, before) in &step.spans {
+            cache.set_seqlen(row, before + len);
+            cache.record(row, &ids[start..start + len]);
+        }
+        Ok(ForwardOutput { logits, rows, vocab_size })
+    }
+
+    fn plan(&self, batch: &[Vec<u32>], cache: &mut KvCache) -> Result<Step> {
+        let cfg = &self.config.base;
+        if batch.len() != cache.batch() {
+            return Err(Error::invalid(format!("got token lists for {} rows but the cache has {} rows", batch.len(), cache.batch())));
+        }
+        if cache.n_layers() != cfg.n_layers || cache.max_len() != cfg.context_length {
+            return Err(Error::invalid("this cache was created for a different model"));
+        }
+        let (mut slots, mut spans, mut needed) = (Vec::new(), Vec::new(), 0);
+        for (row, tokens) in batch.iter().enumerate() {
+            if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+                return Err(Error::invalid(format!("token id {bad} in row {row} is out of range: the vocabulary has {} tokens", cfg.vocab_size)));
+            }
+            if tokens.is_empty() {
+                continue;
+            }
+            let before = cache.seqlen(row);
+            if cache.history(row).len() != before {
+                return Err(Error::invalid(format!("row {row} of this cache was filled without its token ids (by another model?); reset the row")));
+            }
+            let after = before + tokens.len();
+            if after > cfg.context_length {
+                return Err(Error::new(
+                    ErrorKind::ContextOverflow,
+                    format!("row {row} would hold {after} tokens ({before} cached + {} new) but nanochat's RoPE table ends at {} positions", tokens.len(), cfg.context_length),
+                ));
+            }
+            spans.push((row, slots.len(), tokens.len(), before));
+            slots.extend((before..after).map(|pos| TokenSlot { row, pos }));
+            needed = needed.max(after);
+        }
+        cache.ensure_capacity(needed)?;
+        Ok(Step { slots, spans })
+    }
+
+    /// `norm(wte[id])` plus, for every token with a predecessor in its row (earlier in this
+    /// chunk or the last cached token), the gated pre-smear embedding of that predecessor.
+    fn smeared_embedding(&self, ids: &[u32], step: &Step, cache: &KvCache) -> Result<Tensor> {
+        let n = ids.len();
+        let (mut prev, mut has_prev) = (ids.to_vec(), vec![0f32; n]);
+        for &(row, start, len, before) in &step.spans {
+            for i in start..start + len {
+                let p = if i > start { Some(ids[i - 1]) } else { before.checked_sub(1).map(|b| cache.history(row)[b]) };
+                if let Some(p) = p {
+                    (prev[i], has_prev[i]) = (p, 1.0);
+                }
+            }
+        }
+        let x = self.weights.embed(ids)?;
+        let gate = (self.weights.smear_gate(&x)? * Tensor::from_vec(has_prev, (n, 1), &Device::Cpu)?)?;
+        Ok((&x + self.weights.embed(&prev)?.broadcast_mul(&gate)?)?)
+    }
+
+    fn layer(&self, i: usize, x: &Tensor, ids: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
+        let cfg = &self.config.base;
+        let b = &self.weights.blocks[i];
+        let (q, k, v) = self.weights.qkv(b, &norm(x)?, ids, cfg.n_kv_heads)?;
+        let mut q = q.flatten_all()?.to_vec1::<f32>()?;
+        let mut k = k.flatten_all()?.to_vec1::<f32>()?;
+        let v = v.flatten_all()?.to_vec1::<f32>()?;
+        let positions: Vec<usize> = step.slots.iter().map(|s| s.pos).collect();
+        self.rope_and_norm(&mut q, &positions);
+        self.rope_and_norm(&mut k, &positions);
+        let kvd = cfg.kv_dim();
+        for &(row, start, len, before) in &step.spans {
+            let span = start * kvd..(start + len) * kvd;
+            cache.write(i, row, before, &k[span.clone()], &v[span]);
+        }
+        let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: Some(self.config.windows[i]) };
+        let y = attention::attend(cache, i, &step.slots, &q, &shape, cancel);
+        let y = Tensor::from_vec(y, (step.slots.len(), cfg.q_dim()), &Device::Cpu)?;
+        let x = (x + candle_core::Module::forward(&b.c_proj, &y)?)?;
+        self.weights.mlp(b, &x)
+    }
+
+    /// In place on `(N, heads, D)`: upstream's half-split RoPE, which rotates by −θ
+    /// (`y1 = x1·cos + x2·sin`, `y2 = −x1·sin + x2·cos`), then RMSNorm per head and the 1.2 scale.
+    fn rope_and_norm(&self, x: &mut [f32], positions: &[usize]) {
+        let half = self.inv_freq.len();
+        let head_dim = 2 * half;
+        let per_token = x.len() / positions.len().max(1);
+        for (token, &pos) in x.chunks_exact_mut(per_token).zip(positions) {
+            let angles: Vec<(f32, f32)> = self.inv_freq.iter().map(|&f| (pos as f32 * f).sin_cos()).collect();
+            for head in token.chunks_exact_mut(head_dim) {
+                let (lo, hi) = head.split_at_mut(half);
+                for (j, &(s, c)) in angles.iter().enumerate() {
+                    let (a, b) = (lo[j], hi[j]);
+                    lo[j] = a * c + b * s;
+                    hi[j] = b * c - a * s;
+                }
+                let ms = head.iter().map(|v| v * v).sum::<f32>() / head_dim as f32;
+                let scale = QK_SCALE / (ms + f32::EPSILON).sqrt();
+                head.iter_mut().for_each(|v| *v *= scale);
+            }
+        }
+    }
+}
