@@ -111,5 +111,5 @@ test.serial('GET /v1/models, /health and /metrics; one log line per request', as
   }
   t.true(server.lines.length > 20)
   t.true(server.lines.some((l) => /GET \/health 200 \d+ms$/.test(l)))
-  t.true(server.lines.some((l) => /POST \/v1\/chat\/completions 200 \d+ms n=2 prompt=\d+ cached=\d+ completion=\d+/.test(l)))
+  t.true(server.lines.some((l) => /POST \/v1\/chat\/completions 200 \d+ms n=2 prompt=\d+ cached=\d+ completion=\d+ chatcmpl-\w+$/.test(l)))
 })

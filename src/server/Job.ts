@@ -19,7 +19,6 @@ export interface JobSink {
 
 /** One request as the scheduler and the decode loop see it: tokens in, `n` choices out. */
 export interface Job {
-  readonly id: string
   readonly prompt: number[]
   readonly n: number
   /** Already capped to what the context leaves after the prompt. */

@@ -21,6 +21,7 @@ export class OpenAiFormat {
     }
   }
 
+  /** The response's id, which the request log shows too. */
   get id(): string {
     return this.#head.id
   }

@@ -31,8 +31,6 @@ export interface ServerContext {
 /** A route handler; it may add a few words to the request's log line through `note`. */
 export type Route = (req: IncomingMessage, res: ServerResponse, note: { detail: string }) => Promise<void>
 
-let jobCounter = 0
-
 /** The OpenAI-compatible endpoints, keyed by "METHOD /path". */
 export function openaiRoutes(ctx: ServerContext): Record<string, Route> {
   return {
@@ -50,9 +48,9 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
     throw new ApiError(404, `The model '${request.model}' does not exist: this server serves '${ctx.modelId}'`, { code: 'model_not_found', param: 'model' })
   }
   const prompt = encodePrompt(ctx.model, request, ctx.maxSequence)
-  const sink = new ResponseSink(res, new OpenAiFormat(kind, ctx.modelId), request)
+  const format = new OpenAiFormat(kind, ctx.modelId)
+  const sink = new ResponseSink(res, format, request)
   const job: Job = {
-    id: `${++jobCounter}`,
     prompt,
     n: request.n,
     maxTokens: Math.min(request.maxTokens ?? ctx.defaults.maxTokens, ctx.maxSequence - prompt.length),
@@ -68,7 +66,8 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   await closed
   if (!sink.usage) ctx.loop.cancel(job)
   const u = sink.usage
-  note.detail = u ? `n=${job.n} prompt=${u.promptTokens} cached=${u.cachedTokens} completion=${u.completionTokens}` : `n=${job.n} prompt=${prompt.length} abandoned`
+  const tokens = u ? `prompt=${u.promptTokens} cached=${u.cachedTokens} completion=${u.completionTokens}` : `prompt=${prompt.length} unfinished`
+  note.detail = `n=${job.n} ${tokens} ${format.id}`
 }
 
 function encodePrompt(model: Model, request: ValidRequest, maxSequence: number): number[] {
