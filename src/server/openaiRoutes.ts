@@ -5,6 +5,7 @@ import { KvEngineError } from '../KvEngineError.js'
 import type { Model } from '../Model.js'
 import { ApiError } from './ApiError.js'
 import type { BatchLoop } from './BatchLoop.js'
+import { encodeChat } from './encodeChat.js'
 import type { Job } from './Job.js'
 import { OpenAiFormat } from './OpenAiFormat.js'
 import { ResponseSink } from './ResponseSink.js'
@@ -73,7 +74,7 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
 function encodePrompt(model: Model, request: ValidRequest, maxSequence: number): number[] {
   const { tokenizer } = model
   const prompt = request.messages
-    ? tokenizer.encode(model.applyChatTemplate(request.messages, { addGenerationPrompt: true }), { special: true })
+    ? encodeChat(model, request.messages)
     : tokenizer.encode(request.prompt as string)
   if (prompt.length >= maxSequence) {
     throw new KvEngineError('CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens but this server holds at most ${maxSequence} per request; shorten it`)
