@@ -8,6 +8,7 @@ import test from 'ava'
 
 import { Model } from '../index.js'
 import { serve } from '../src/server/serve.js'
+import { root } from './models.js'
 import { writeSuccessorModel } from './successorModel.js'
 
 const NANOCHAT = ['<|bos|>', '<|assistant_end|>', '<|user_start|>', '<|user_end|>', '<|assistant_start|>', '<|python_start|>', '<|python_end|>', '<|output_start|>', '<|output_end|>']
@@ -43,4 +44,21 @@ test('forced tokens stream as text, one chunk per token', async (t) => {
   const pieces = events.map((e) => JSON.parse(e.slice(6)).choices[0]).filter((c) => c.index === 0 && c.text)
   t.is(pieces.map((c) => c.text).join(''), TRANSCRIPT)
   t.deepEqual(pieces.slice(-4).map((c) => c.text), ['<|output_start|>', '1', '5', '<|output_end|>'])
+})
+
+test('a nanochat checkpoint is served with nanochat\'s own chat rendering', async (t) => {
+  const nanochat = await Model.load(join(root, 'crate', 'tests', 'fixtures', 'nanochat', 'base_checkpoints', 'd4'))
+  const tiny = await serve(nanochat, { port: 0, maxRows: 2, log: () => {} })
+  t.teardown(async () => {
+    await tiny.close()
+    nanochat.dispose()
+  })
+  const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'What is 2+2?' }]
+  const chat = (body: object) => fetch(`${tiny.url}v1/chat/completions`, { method: 'POST', body: JSON.stringify(body) })
+  const res = await chat({ messages, temperature: 0, max_tokens: 8 })
+  t.is(res.status, 200)
+  const body = (await res.json()) as { usage: { prompt_tokens: number } }
+  t.is(body.usage.prompt_tokens, nanochat.renderForCompletion(messages).length, '<|bos|><|user_start|>Be brief.\n\nWhat is 2+2?<|user_end|><|assistant_start|>')
+  const unpaired = await chat({ messages: [messages[1], messages[1]] })
+  t.is(unpaired.status, 400, 'nanochat needs alternating turns')
 })

@@ -77,6 +77,21 @@ export class Model {
     return callNative(() => this.#native.applyChatTemplate(plain, options.addGenerationPrompt ?? true))
   }
 
+  /**
+   * nanochat's prompt for the assistant's next reply (upstream's render_for_completion, for
+   * models loaded from a nanochat checkpoint, which have no Jinja template): `<|bos|>`, each turn
+   * between its delimiters with contents encoded as plain text, a leading system message merged
+   * into the first user turn, then `<|assistant_start|>`. Roles must alternate, starting with user.
+   */
+  renderForCompletion(messages: ChatMessage[]): number[] {
+    if (!Array.isArray(messages) || messages.length === 0) {
+      throw new KvEngineError('INVALID_ARGUMENT', 'renderForCompletion() needs a non-empty array of messages')
+    }
+    // Upstream drops a final assistant message and opens a new one: give it the one to drop.
+    const conversation = [...messages.map(({ role, content }) => ({ role, content })), { role: 'assistant', content: '' }]
+    return Array.from(callNative(() => this.#native.renderForCompletion(conversation)))
+  }
+
   /** A KV cache with `batchSize` rows and room for `capacity` positions each (it grows as needed). */
   createCache(batchSize = 1, capacity = 1024): KvCache {
     for (const [name, v, max] of [

@@ -7,9 +7,12 @@ import type { Model } from '../Model.js'
  * nanochat's encode_ordinary does, so a user typing `<|im_end|>` cannot close their turn and
  * forge another. The template is rendered with a placeholder per content, and the text between
  * placeholders is encoded with special tokens on. A template that alters contents (so the
- * placeholders do not come back in order) falls back to parsing the whole rendering.
+ * placeholders do not come back in order) falls back to parsing the whole rendering. A model
+ * without a template (a nanochat checkpoint) is rendered the way nanochat renders it.
  */
 export function encodeChat(model: Model, messages: ChatMessage[]): number[] {
+  // nanochat checkpoints carry no template; their own rendering already keeps contents plain.
+  if (!model.info.hasChatTemplate) return model.renderForCompletion(messages)
   const { tokenizer } = model
   // Private-use characters: no template writes them, so each is found exactly where a content was.
   const marks = messages.map((_, i) => `\u{E000}${i}\u{E001}`)
