@@ -1,4 +1,7 @@
 // Bad input, overload and abandoned streams: each gets its answer and the server stays healthy.
+import { once } from 'node:events'
+import { connect } from 'node:net'
+
 import test from 'ava'
 
 import { metric, post, scrape, startServer } from './serverHarness.js'
@@ -64,6 +67,19 @@ test.serial('an oversized body is a 413, whether its length is declared or strea
   const streamed = await fetch(`${server.url}v1/chat/completions`, { method: 'POST', body: chunked, duplex: 'half' } as RequestInit)
   t.is(streamed.status, 413)
   t.is((await post(server.url, 'v1/chat/completions', ok)).status, 200, 'the server still answers')
+})
+
+test.serial('a client that leaves halfway through sending its body is logged as 499 and costs nothing', async (t) => {
+  const { port } = new URL(server.url)
+  const socket = connect(Number(port), '127.0.0.1')
+  await once(socket, 'connect')
+  socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"messages": [')
+  await new Promise((r) => setTimeout(r, 50))
+  socket.destroy()
+  await until(async () => server.lines.some((l) => / 499 \d+ms$/.test(l)))
+  t.true(server.lines.some((l) => /POST \/v1\/chat\/completions 499 \d+ms$/.test(l)), server.lines.slice(-3).join("\n"))
+  t.is(await metric(server.url, 'kvengine_queued_rows'), 0)
+  t.is((await post(server.url, 'v1/chat/completions', ok)).status, 200)
 })
 
 test.serial('a full queue answers 429 instead of growing', async (t) => {

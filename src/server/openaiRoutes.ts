@@ -44,6 +44,8 @@ export function openaiRoutes(ctx: ServerContext): Record<string, Route> {
 
 /** Validates, queues the job, and resolves once the response is over (finished or abandoned). */
 async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: IncomingMessage, res: ServerResponse, note: { detail: string }): Promise<void> {
+  // Listened for first: a client may leave while its body is still being read.
+  const closed = new Promise<void>((resolve) => res.once('close', resolve))
   const request = validateRequest(await readJsonBody(req, MAX_BODY_BYTES), kind, ctx.defaults)
   if (request.model !== null && request.model !== ctx.modelId) {
     throw new ApiError(404, `The model '${request.model}' does not exist: this server serves '${ctx.modelId}'`, { code: 'model_not_found', param: 'model' })
@@ -61,7 +63,6 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
     submittedAt: performance.now(),
     cancelled: false,
   }
-  const closed = new Promise<void>((resolve) => res.once('close', resolve))
   ctx.loop.submit(job) // a full queue throws here, before anything is written
   sink.open()
   await closed

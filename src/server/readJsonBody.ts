@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 
+import { KvEngineError } from '../KvEngineError.js'
 import { ApiError } from './ApiError.js'
 
 /**
@@ -23,7 +24,11 @@ export function readJsonBody(req: IncomingMessage, limit: number): Promise<unkno
         reject(tooLarge)
       } else chunks.push(chunk)
     })
-    req.on('error', reject)
+    // The client left before sending it all ('error' is how a reset connection shows; both are
+    // no-ops once the body has ended).
+    const left = () => reject(new KvEngineError('ABORTED', 'the client closed the connection while sending the request'))
+    req.on('error', left)
+    req.on('close', left)
     req.on('end', () => {
       try {
         resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')))

@@ -109,14 +109,21 @@ async function handle(routes: Record<string, Route>, req: IncomingMessage, res: 
   const key = `${req.method} ${path}`
   const known = Object.keys(routes).some((k) => k.endsWith(` ${path}`))
   const note = { detail: '' }
-  const closed = new Promise<void>((resolve) => res.once('close', resolve))
+  // A connection closed before the response ended was abandoned by the client.
+  let abandoned = false
+  const closed = new Promise<void>((resolve) =>
+    res.once('close', () => {
+      abandoned = !res.writableFinished
+      resolve()
+    }),
+  )
   try {
     const route = routes[key]
     if (!route) throw known ? new ApiError(405, `${req.method} is not allowed on ${path}`) : new ApiError(404, `no route ${req.method} ${path}`, { code: 'not_found' })
     await route(req, res, note)
   } catch (err) {
     const error = ApiError.from(err)
-    if (res.headersSent) res.end()
+    if (res.headersSent || req.socket.destroyed) res.end()
     else {
       // A body refused for its size may still be arriving: close rather than read it to the end.
       if (error.status === 413) res.setHeader('connection', 'close')
@@ -124,8 +131,7 @@ async function handle(routes: Record<string, Route>, req: IncomingMessage, res: 
     }
   }
   await closed
-  // A response cut off before its end was abandoned by the client: 499, as nginx logs it.
-  const status = res.writableFinished ? res.statusCode : 499
+  const status = abandoned ? 499 : res.statusCode // 499: nginx's code for a client that left
   metrics.countRequest(known ? path : 'other', status)
   log(`${new Date().toISOString()} ${req.method} ${req.url} ${status} ${(performance.now() - started).toFixed(0)}ms ${note.detail}`.trimEnd())
 }
