@@ -1,8 +1,8 @@
 // Load test for `kvengine serve`: the server runs as a child process, the clients run here and
 // talk to it over loopback. One client alone first, then 16 concurrent streaming clients in two
 // rounds; reports aggregate tokens/s, its ratio to one client's, time to first token (p50/p99),
-// failed requests, and the server's RSS after each round. Exits 1 if the ratio is under 3× or
-// any request failed.
+// failed requests, and the server's RSS after each round. Exits 1 if the ratio is under 3×, any
+// request failed, or RSS grew by more than 32 MiB from the first round to the second.
 //
 //   npm run bench:serve [-- model.gguf]
 import { spawn } from 'node:child_process'
@@ -116,7 +116,7 @@ async function main(): Promise<void> {
     console.log(`${CLIENTS} clients: ${all.length} requests, ${failed} failed, ${rate.toFixed(1)} tokens/s aggregate (${(rate / singleRate).toFixed(2)}× one client)`)
     console.log(`TTFT p50 ${percentile(ttfts, 50).toFixed(0)} ms, p99 ${percentile(ttfts, 99).toFixed(0)} ms`)
     console.log(`server RSS: ${rss.map((m) => m.toFixed(1)).join(' → ')} MiB (before load, after round 1, after round 2)`)
-    if (failed > 0 || rate < 3 * singleRate) process.exitCode = 1
+    if (failed > 0 || rate < 3 * singleRate || rss[2] - rss[1] > 32) process.exitCode = 1
   } finally {
     server.kill('SIGTERM')
   }
