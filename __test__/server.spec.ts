@@ -76,8 +76,10 @@ test.serial('8 concurrent greedy requests return exactly what each returns alone
   const questions = ['Hi!', 'What is 2 + 2?', 'Name a colour.', 'Write a haiku about rain.', 'Who wrote Hamlet?', 'Explain gravity briefly.', 'Say a number.', 'What is a KV cache?']
   const ask = (content: string) => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], temperature: 0, max_tokens: 16 })
   const stepsBefore = await metric(server.url, 'kvengine_decode_steps_total')
+  const forwardsBefore = model.stats().forwardCalls
   const together = await Promise.all(questions.map(ask))
   const stepsTogether = (await metric(server.url, 'kvengine_decode_steps_total')) - stepsBefore
+  t.is(model.stats().forwardCalls - forwardsBefore, stepsTogether, 'one forward pass per step, for every request at once')
   const alone = []
   for (const q of questions) alone.push(await ask(q))
   for (const [i, q] of questions.entries()) {
@@ -86,6 +88,21 @@ test.serial('8 concurrent greedy requests return exactly what each returns alone
   }
   const tokens = together.reduce((sum, r) => sum + (r.usage?.completion_tokens ?? 0), 0)
   t.true(stepsTogether < tokens / 2, `${tokens} tokens took ${stepsTogether} batched steps`)
+})
+
+test.serial('a new request joins a running batch and can finish first', async (t) => {
+  const long = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Write a long essay about rivers.' }], temperature: 0, max_tokens: 120, stream: true })
+  let longDone = false
+  const iterator = long[Symbol.asyncIterator]()
+  for (let i = 0; i < 5; i++) await iterator.next() // the long request is decoding
+  const drain = (async () => {
+    for (let r = await iterator.next(); !r.done; r = await iterator.next());
+    longDone = true
+  })()
+  const short = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Say hi.' }], temperature: 0, max_tokens: 4 })
+  t.false(longDone, 'the short request did not wait for the long one')
+  t.is(short.usage?.completion_tokens, 4)
+  await drain
 })
 
 test.serial('the next turn of a conversation reuses the cached K/V of the previous one', async (t) => {
