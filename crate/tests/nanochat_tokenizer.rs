@@ -86,7 +86,9 @@ fn render_conversation_matches_upstream() {
     }
     let bad: Vec<Message> = serde_json::from_str(r#"[{"role": "assistant", "content": "hi"}]"#).unwrap();
     assert!(render_conversation(&tok, &bad, 10).is_err());
-    let bad_part: Vec<Message> = serde_json::from_str(r#"[{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "image", "text": ""}]}]"#).unwrap();
+    let bad_part: Vec<Message> =
+        serde_json::from_str(r#"[{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "image", "text": ""}]}]"#)
+            .unwrap();
     assert!(render_conversation(&tok, &bad_part, 10).is_err());
 }
 

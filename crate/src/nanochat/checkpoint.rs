@@ -54,20 +54,29 @@ pub fn locate(path: &Path) -> Result<CheckpointFiles> {
     } else {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let step = step_of(name, "model_", ".pt").or_else(|| step_of(name, "model_", ".safetensors")).ok_or_else(|| {
-            Error::invalid(format!("'{name}' is not named model_<step>.pt or model_<step>.safetensors, so its meta_<step>.json cannot be found"))
+            Error::invalid(format!(
+                "'{name}' is not named model_<step>.pt or model_<step>.safetensors, so its meta_<step>.json cannot be found"
+            ))
         })?;
         let dir = path.parent().map(Path::to_owned).unwrap_or_default();
         (dir, path.to_owned(), step.to_owned())
     };
     let meta = dir.join(format!("meta_{step}.json"));
     if !meta.is_file() {
-        return Err(Error::new(ErrorKind::NotFound, format!("{} is missing: nanochat writes it next to {}", meta.display(), weights.display())));
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{} is missing: nanochat writes it next to {}", meta.display(), weights.display()),
+        ));
     }
     let candidates = [dir.join("tokenizer/tokenizer.pkl"), dir.join("../../tokenizer/tokenizer.pkl")];
     let tokenizer = candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         Error::new(
             ErrorKind::NotFound,
-            format!("no tokenizer.pkl at {} or {} (nanochat keeps it in $NANOCHAT_BASE_DIR/tokenizer/)", candidates[0].display(), candidates[1].display()),
+            format!(
+                "no tokenizer.pkl at {} or {} (nanochat keeps it in $NANOCHAT_BASE_DIR/tokenizer/)",
+                candidates[0].display(),
+                candidates[1].display()
+            ),
         )
     })?;
     Ok(CheckpointFiles { weights, meta, tokenizer })
@@ -103,7 +112,9 @@ impl TensorMap {
         let is_pt = path.extension().is_some_and(|e| e == "pt");
         let raw = if is_pt { read_pt(path) } else { read_safetensors(path) };
         let advice = if is_pt { "a torch.save'd state_dict" } else { "a safetensors file" };
-        let raw = raw.map_err(|e| Error::corrupt(format!("{} is not a readable nanochat checkpoint ({}); expected {advice}", path.display(), e.message)))?;
+        let raw = raw.map_err(|e| {
+            Error::corrupt(format!("{} is not a readable nanochat checkpoint ({}); expected {advice}", path.display(), e.message))
+        })?;
         let mut tensors = HashMap::with_capacity(raw.len());
         for (name, t) in raw {
             let t = t.to_dtype(DType::F32).map_err(|e| Error::corrupt(format!("{}: tensor '{name}': {e}", path.display())))?;
@@ -167,7 +178,8 @@ fn read_safetensors(path: &Path) -> Result<Vec<(String, Tensor)>> {
                 Dtype::BF16 => DType::BF16,
                 other => return Err(Error::unsupported(format!("tensor '{name}' has dtype {other:?}; expected f32, f16 or bf16"))),
             };
-            let t = Tensor::from_raw_buffer(view.data(), dtype, view.shape(), &Device::Cpu).map_err(|e| Error::corrupt(format!("tensor '{name}': {e}")))?;
+            let t = Tensor::from_raw_buffer(view.data(), dtype, view.shape(), &Device::Cpu)
+                .map_err(|e| Error::corrupt(format!("tensor '{name}': {e}")))?;
             Ok((name, t))
         })
         .collect()

@@ -143,7 +143,10 @@ mod tests {
 
     #[test]
     fn missing_pattern_means_full_context() {
-        let meta: Meta = serde_json::from_str(r#"{"model_config": {"sequence_len": 64, "vocab_size": 300, "n_layer": 2, "n_head": 2, "n_kv_head": 2, "n_embd": 32}}"#).unwrap();
+        let meta: Meta = serde_json::from_str(
+            r#"{"model_config": {"sequence_len": 64, "vocab_size": 300, "n_layer": 2, "n_head": 2, "n_kv_head": 2, "n_embd": 32}}"#,
+        )
+        .unwrap();
         assert_eq!(meta.model_config.window_pattern, "L");
         let cfg = meta.model_config.resolve().unwrap();
         assert_eq!(cfg.windows, vec![64, 64]);

@@ -106,20 +106,29 @@ impl NanochatModel {
         let (mut slots, mut spans, mut needed) = (Vec::new(), Vec::new(), 0);
         for (row, tokens) in batch.iter().enumerate() {
             if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
-                return Err(Error::invalid(format!("token id {bad} in row {row} is out of range: the vocabulary has {} tokens", cfg.vocab_size)));
+                return Err(Error::invalid(format!(
+                    "token id {bad} in row {row} is out of range: the vocabulary has {} tokens",
+                    cfg.vocab_size
+                )));
             }
             if tokens.is_empty() {
                 continue;
             }
             let before = cache.seqlen(row);
             if cache.history(row).len() != before {
-                return Err(Error::invalid(format!("row {row} of this cache was filled without its token ids (by another model?); reset the row")));
+                return Err(Error::invalid(format!(
+                    "row {row} of this cache was filled without its token ids (by another model?); reset the row"
+                )));
             }
             let after = before + tokens.len();
             if after > cfg.context_length {
                 return Err(Error::new(
                     ErrorKind::ContextOverflow,
-                    format!("row {row} would hold {after} tokens ({before} cached + {} new) but nanochat's RoPE table ends at {} positions", tokens.len(), cfg.context_length),
+                    format!(
+                        "row {row} would hold {after} tokens ({before} cached + {} new) but nanochat's RoPE table ends at {} positions",
+                        tokens.len(),
+                        cfg.context_length
+                    ),
                 ));
             }
             spans.push((row, slots.len(), tokens.len(), before));
@@ -163,7 +172,12 @@ impl NanochatModel {
             let span = start * kvd..(start + len) * kvd;
             cache.write(i, row, before, &k[span.clone()], &v[span]);
         }
-        let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: Some(self.config.windows[i]) };
+        let shape = AttentionShape {
+            n_heads: cfg.n_heads,
+            n_kv_heads: cfg.n_kv_heads,
+            head_dim: cfg.head_dim,
+            window: Some(self.config.windows[i]),
+        };
         let y = attention::attend(cache, i, &step.slots, &q, &shape, cancel);
         let y = Tensor::from_vec(y, (step.slots.len(), cfg.q_dim()), &Device::Cpu)?;
         let x = (x + candle_core::Module::forward(&b.c_proj, &y)?)?;

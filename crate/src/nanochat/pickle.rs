@@ -120,10 +120,6 @@ impl<'a> Machine<'a> {
         self.at += end + 1;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
     }
-    fn text(&mut self, n: usize) -> Result<Value> {
-        let bytes = self.take(n)?;
-        Ok(Value::Str(std::str::from_utf8(bytes).map_err(|_| bad("invalid UTF-8 in a string"))?.to_owned()))
-    }
     fn pop(&mut self) -> Result<Value> {
         self.stack.pop().ok_or_else(|| bad("stack underflow"))
     }
@@ -174,77 +170,129 @@ impl<'a> Machine<'a> {
     }
 
     fn step(&mut self, op: u8) -> Result<()> {
+        match self.atom(op)? {
+            Some(v) => {
+                self.stack.push(v);
+                Ok(())
+            }
+            None => self.structure(op),
+        }
+    }
+
+    /// Opcodes that push one plain value; `None` for the rest.
+    fn atom(&mut self, op: u8) -> Result<Option<Value>> {
+        let sized = |m: &mut Self, n: usize| -> Result<&'a [u8]> {
+            let len = m.len(n)?;
+            m.take(len)
+        };
+        Ok(Some(match op {
+            b'N' => Value::None,
+            0x88 => Value::Bool(true),
+            0x89 => Value::Bool(false),
+            b'K' => Value::Int(self.uint(1)? as i64),
+            b'M' => Value::Int(self.uint(2)? as i64),
+            b'J' => Value::Int(self.uint(4)? as u32 as i32 as i64),
+            0x8a => self.long1()?,
+            b'G' => Value::Float(f64::from_be_bytes(self.take(8)?.try_into().map_err(|_| bad("float"))?)),
+            0x8c => text(sized(self, 1)?)?,
+            b'X' => text(sized(self, 4)?)?,
+            0x8d => text(sized(self, 8)?)?,
+            b'C' => Value::Bytes(sized(self, 1)?.to_vec()),
+            b'B' => Value::Bytes(sized(self, 4)?.to_vec()),
+            0x8e => Value::Bytes(sized(self, 8)?.to_vec()),
+            b'c' => Value::Global(self.line()?, self.line()?),
+            0x93 => match (self.pop()?, self.pop()?) {
+                (Value::Str(name), Value::Str(module)) => Value::Global(module, name),
+                _ => return Err(bad("STACK_GLOBAL needs two strings")),
+            },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// LONG1: little-endian two's complement; more than 8 bytes is never a token id.
+    fn long1(&mut self) -> Result<Value> {
+        let n = self.len(1)?;
+        if n > 8 {
+            return Err(bad("integer too large"));
+        }
+        let bytes = self.take(n)?;
+        let mut v = bytes.iter().rev().fold(0i64, |acc, &b| (acc << 8) | b as i64);
+        if n > 0 && n < 8 && bytes[n - 1] & 0x80 != 0 {
+            v -= 1i64 << (8 * n);
+        }
+        Ok(Value::Int(v))
+    }
+
+    /// Framing, containers, objects and the memo.
+    fn structure(&mut self, op: u8) -> Result<()> {
         match op {
-            0x80 => drop(self.take(1)?),     // PROTO
-            0x95 => drop(self.take(8)?),     // FRAME
+            0x80 => drop(self.take(1)?), // PROTO
+            0x95 => drop(self.take(8)?), // FRAME
             b'(' => self.stack.push(Value::Mark),
-            b'N' => self.stack.push(Value::None),
-            0x88 => self.stack.push(Value::Bool(true)),
-            0x89 => self.stack.push(Value::Bool(false)),
-            b'K' => { let v = self.uint(1)?; self.stack.push(Value::Int(v as i64)) }
-            b'M' => { let v = self.uint(2)?; self.stack.push(Value::Int(v as i64)) }
-            b'J' => { let v = self.uint(4)? as u32 as i32; self.stack.push(Value::Int(v as i64)) }
-            0x8a => { // LONG1: little-endian two's complement, up to 8 bytes here
-                let n = self.len(1)?;
-                if n > 8 { return Err(bad("integer too large")); }
-                let bytes = self.take(n)?;
-                let mut v = bytes.iter().rev().fold(0i64, |acc, &b| (acc << 8) | b as i64);
-                if n > 0 && n < 8 && bytes[n - 1] & 0x80 != 0 { v -= 1i64 << (8 * n); }
-                self.stack.push(Value::Int(v))
-            }
-            b'G' => { let v = f64::from_be_bytes(self.take(8)?.try_into().map_err(|_| bad("float"))?); self.stack.push(Value::Float(v)) }
-            0x8c => { let n = self.len(1)?; let v = self.text(n)?; self.stack.push(v) }
-            b'X' => { let n = self.len(4)?; let v = self.text(n)?; self.stack.push(v) }
-            0x8d => { let n = self.len(8)?; let v = self.text(n)?; self.stack.push(v) }
-            b'C' => { let n = self.len(1)?; let v = self.take(n)?.to_vec(); self.stack.push(Value::Bytes(v)) }
-            b'B' => { let n = self.len(4)?; let v = self.take(n)?.to_vec(); self.stack.push(Value::Bytes(v)) }
-            0x8e => { let n = self.len(8)?; let v = self.take(n)?.to_vec(); self.stack.push(Value::Bytes(v)) }
-            b'c' => { let (m, n) = (self.line()?, self.line()?); self.stack.push(Value::Global(m, n)) }
-            0x93 => { // STACK_GLOBAL
-                let (name, module) = (self.pop()?, self.pop()?);
-                match (module, name) {
-                    (Value::Str(m), Value::Str(n)) => self.stack.push(Value::Global(m, n)),
-                    _ => return Err(bad("STACK_GLOBAL needs two strings")),
-                }
-            }
+            b'0' => drop(self.pop()?),
             b')' => self.tuple(0)?,
-            0x85 => self.tuple(1)?,
-            0x86 => self.tuple(2)?,
-            0x87 => self.tuple(3)?,
-            b't' => { let items = self.pop_mark()?; self.stack.push(container(Kind::Tuple, items)?) }
+            0x85..=0x87 => self.tuple((op - 0x84) as usize)?,
+            b't' | b'l' | b'd' => {
+                let items = self.pop_mark()?;
+                let kind = match op {
+                    b't' => Kind::Tuple,
+                    b'l' => Kind::List,
+                    _ if items.len() % 2 != 0 => return Err(bad("odd number of dict items")),
+                    _ => Kind::Dict,
+                };
+                self.stack.push(container(kind, items)?)
+            }
             b']' => self.stack.push(container(Kind::List, Vec::new())?),
-            b'l' => { let items = self.pop_mark()?; self.stack.push(container(Kind::List, items)?) }
             b'}' => self.stack.push(container(Kind::Dict, Vec::new())?),
-            b'd' => { let items = self.pop_mark()?; if items.len() % 2 != 0 { return Err(bad("odd dict")); } self.stack.push(container(Kind::Dict, items)?) }
-            b'a' => { let v = self.pop()?; self.extend(vec![v], Kind::List)? }
-            b'e' => { let items = self.pop_mark()?; self.extend(items, Kind::List)? }
-            b's' => { let (v, k) = (self.pop()?, self.pop()?); self.extend(vec![k, v], Kind::Dict)? }
-            b'u' => { let items = self.pop_mark()?; self.extend(items, Kind::Dict)? }
-            0x81 | b'R' => { // NEWOBJ, REDUCE: recorded, never called
+            b'a' => {
+                let v = self.pop()?;
+                self.extend(vec![v], Kind::List)?
+            }
+            b's' => {
+                let (v, k) = (self.pop()?, self.pop()?);
+                self.extend(vec![k, v], Kind::Dict)?
+            }
+            b'e' | b'u' => {
+                let items = self.pop_mark()?;
+                self.extend(items, if op == b'e' { Kind::List } else { Kind::Dict })?
+            }
+            // NEWOBJ, REDUCE: recorded as an object, never called.
+            0x81 | b'R' => {
                 let (args, class) = (self.pop()?, self.pop()?);
                 self.stack.push(container(Kind::Object, vec![class, args])?)
             }
-            b'b' => { // BUILD: attach the state to the object
-                let state = self.pop()?;
-                match self.pop()? {
-                    Value::Container(c) if c.kind == Kind::Object && c.items.len() == 2 => {
-                        let mut items = c.items;
-                        items.push(state);
-                        self.stack.push(container(Kind::Object, items)?)
-                    }
-                    _ => return Err(bad("BUILD on something that is not an object")),
-                }
+            b'b' => self.build()?,
+            0x94 => self.memo_put(self.memo.len() as u32)?, // MEMOIZE
+            b'q' | b'r' => {
+                let key = self.uint(if op == b'q' { 1 } else { 4 })? as u32;
+                self.memo_put(key)?
             }
-            0x94 => { let key = self.memo.len() as u32; self.memo_put(key)? } // MEMOIZE
-            b'q' => { let key = self.uint(1)? as u32; self.memo_put(key)? }
-            b'r' => { let key = self.uint(4)? as u32; self.memo_put(key)? }
-            b'h' => { let key = self.uint(1)? as u32; self.memo_get(key)? }
-            b'j' => { let key = self.uint(4)? as u32; self.memo_get(key)? }
-            b'0' => drop(self.pop()?),
+            b'h' | b'j' => {
+                let key = self.uint(if op == b'h' { 1 } else { 4 })? as u32;
+                self.memo_get(key)?
+            }
             other => return Err(bad(format!("unsupported opcode 0x{other:02x} at byte {}", self.at - 1))),
         }
         Ok(())
     }
+
+    /// BUILD: attaches the state to the object below it.
+    fn build(&mut self) -> Result<()> {
+        let state = self.pop()?;
+        match self.pop()? {
+            Value::Container(c) if c.kind == Kind::Object && c.items.len() == 2 => {
+                let mut items = c.items;
+                items.push(state);
+                self.stack.push(container(Kind::Object, items)?);
+                Ok(())
+            }
+            _ => Err(bad("BUILD on something that is not an object")),
+        }
+    }
+}
+
+fn text(bytes: &[u8]) -> Result<Value> {
+    Ok(Value::Str(std::str::from_utf8(bytes).map_err(|_| bad("invalid UTF-8 in a string"))?.to_owned()))
 }
 
 #[cfg(test)]

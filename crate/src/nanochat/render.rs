@@ -35,7 +35,10 @@ struct Rendered<'t> {
 
 impl Rendered<'_> {
     fn special(&mut self, name: &str, mask: u8) -> Result<()> {
-        let id = self.tok.special_token(name).ok_or_else(|| Error::unsupported(format!("this tokenizer has no {name} token; it is not a nanochat tokenizer")))?;
+        let id = self
+            .tok
+            .special_token(name)
+            .ok_or_else(|| Error::unsupported(format!("this tokenizer has no {name} token; it is not a nanochat tokenizer")))?;
         self.ids.push(id);
         self.mask.push(mask);
         Ok(())

@@ -22,7 +22,12 @@ impl TiktokenBpe {
     /// Reads `tokenizer.pkl` as upstream's `RustBPETokenizer.save` writes it.
     pub fn from_pickle_file(path: &Path) -> Result<Self> {
         let data = std::fs::read(path).map_err(|e| Error::from(e).context(format!("cannot read {}", path.display())))?;
-        Self::from_pickle(&data).map_err(|e| e.context(format!("{} (expected nanochat's pickled tiktoken Encoding; re-save it with nanochat's tok_train.py)", path.display())))
+        Self::from_pickle(&data).map_err(|e| {
+            e.context(format!(
+                "{} (expected nanochat's pickled tiktoken Encoding; re-save it with nanochat's tok_train.py)",
+                path.display()
+            ))
+        })
     }
 
     pub fn from_pickle(data: &[u8]) -> Result<Self> {
@@ -135,9 +140,13 @@ impl TiktokenBpe {
         let mut parts: Vec<(usize, u32)> = (0..piece.len().saturating_sub(1)).map(|i| (i, rank_of(&piece[i..i + 2]))).collect();
         parts.push((piece.len().saturating_sub(1), u32::MAX));
         parts.push((piece.len(), u32::MAX));
-        let pair_rank = |parts: &[(usize, u32)], i: usize| if i + 3 < parts.len() { rank_of(&piece[parts[i].0..parts[i + 3].0]) } else { u32::MAX };
+        let pair_rank =
+            |parts: &[(usize, u32)], i: usize| if i + 3 < parts.len() { rank_of(&piece[parts[i].0..parts[i + 3].0]) } else { u32::MAX };
         loop {
-            let (i, rank) = parts[..parts.len() - 1].iter().enumerate().fold((0, u32::MAX), |best, (i, &(_, r))| if r < best.1 { (i, r) } else { best });
+            let (i, rank) = parts[..parts.len() - 1]
+                .iter()
+                .enumerate()
+                .fold((0, u32::MAX), |best, (i, &(_, r))| if r < best.1 { (i, r) } else { best });
             if rank == u32::MAX {
                 break;
             }
