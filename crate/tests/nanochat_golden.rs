@@ -233,3 +233,18 @@ fn flipped_bytes_in_the_pt_never_panic() {
     }
     eprintln!("flipped .pt bytes: {loaded} loaded, {failed} rejected");
 }
+
+/// Past sequence_len (256) the last layer's L window is finite too, as upstream's: 300 tokens
+/// through the cache equal the reference, whose mask applies each layer's window.
+#[test]
+fn decode_past_sequence_len_slides_every_layer() {
+    let m = load(&checkpoint_dir());
+    let ids: Vec<u32> = expected().ids.iter().chain(&expected().ids).copied().take(300).collect();
+    let mut cache = m.model.new_cache(1, 64).unwrap();
+    let prefill = m.model.forward(&[ids[..200].to_vec()], &mut cache, LogitsFor::All, None).unwrap().logits;
+    let rest: Vec<f32> =
+        ids[200..].iter().flat_map(|&t| m.model.forward(&[vec![t]], &mut cache, LogitsFor::LastPerRow, None).unwrap().logits).collect();
+    let reference = m.model.forward_reference(&ids).unwrap();
+    let diff = max_abs_diff(&[prefill, rest].concat(), &reference);
+    assert!(diff < TOLERANCE, "300 tokens: cached differs from the reference by {diff}");
+}
