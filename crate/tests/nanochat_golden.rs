@@ -170,6 +170,18 @@ fn old_checkpoints_are_patched_as_upstream() {
     let m = load(&ckpt);
     let kvengine::any_model::Architecture::Nanochat(n) = &m.model.arch else { panic!("not a nanochat model") };
     assert_eq!(n.config.windows, vec![256; 4]);
+    let mut extra = tensors.clone();
+    extra.insert(
+        "transformer.h.0.attn.new_gate.weight".into(),
+        candle_core::Tensor::zeros(4, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap(),
+    );
+    let newer = dir.path().join("newer.safetensors");
+    candle_core::safetensors::save(&extra, &newer).unwrap();
+    std::fs::rename(&newer, ckpt.join("model_000200.safetensors")).unwrap();
+    std::fs::copy(ckpt.join("meta_000100.json"), ckpt.join("meta_000200.json")).unwrap();
+    let err = kvengine::load(&ckpt, &mut |_| {}).err().expect("unknown tensors are refused");
+    assert_eq!(err.kind, ErrorKind::Unsupported, "{}", err.message);
+    assert!(err.message.contains("new_gate"), "{}", err.message);
     let ids = &expected().ids;
     let diff = max_abs_diff(&decode(&m, ids), &m.model.forward_reference(ids).unwrap());
     assert!(diff < TOLERANCE, "patched model: decode differs from the reference by {diff}");

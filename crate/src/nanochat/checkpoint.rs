@@ -128,6 +128,21 @@ impl TensorMap {
         let t = if self.contains(name) { self.load_checked(name, &[len])?.into_dense()? } else { Tensor::full(value, len, &Device::Cpu)? };
         Ok(t.to_vec1::<f32>()?)
     }
+
+    /// Upstream loads strictly: a tensor the model did not take means the checkpoint comes from
+    /// a nanochat version with other parameters, which this code would silently mis-run.
+    pub fn ensure_all_used(&self) -> Result<()> {
+        let mut left: Vec<&str> = self.tensors.keys().map(String::as_str).collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        left.sort_unstable();
+        Err(Error::unsupported(format!(
+            "{} has tensors this nanochat model does not use ({}); it was written by another nanochat version (kvengine follows upstream 92d63d4)",
+            self.path.display(),
+            left.join(", ")
+        )))
+    }
 }
 
 impl WeightSource for TensorMap {

@@ -113,7 +113,7 @@ impl GptConfig {
             ("n_embd must be in 24..=65536 (the smear gate reads 24 channels)", (SMEAR_GATE_CHANNELS..=MAX_WIDTH).contains(&self.n_embd)),
             ("n_layer must be in 1..=1024", (1..=1024).contains(&self.n_layer)),
             ("n_head and n_kv_head must be in 1..=1024", (1..=1024).contains(&self.n_head) && (1..=1024).contains(&self.n_kv_head)),
-            ("n_embd must be a multiple of n_head", self.n_embd % self.n_head == 0),
+            ("n_embd must be a multiple of n_head", self.n_embd.is_multiple_of(self.n_head)),
             ("sequence_len must be in 1..=419430", (1..=MAX_CONTEXT / ROPE_POSITIONS_PER_SEQ).contains(&self.sequence_len)),
             ("window_pattern must be made of S and L", pattern_ok),
         ];
@@ -152,5 +152,7 @@ mod tests {
         assert_eq!(cfg.windows, vec![64, 64]);
         assert_eq!(cfg.padded_vocab, 320);
         assert!(config(64, 2, "SXL").resolve().is_err());
+        let no_heads = GptConfig { n_head: 0, n_kv_head: 0, ..config(64, 2, "L") };
+        assert!(no_heads.resolve().is_err());
     }
 }

@@ -75,6 +75,7 @@ impl Weights {
             smear_lambda: scalar(src, "smear_lambda")?,
             backout_lambda: scalar(src, "backout_lambda")?,
         };
+        src.ensure_all_used()?;
         progress(1.0);
         Ok(weights)
     }

@@ -141,7 +141,7 @@ impl<'a> Machine<'a> {
     }
     /// Appends to the list or dict below the new items (APPEND(S), SETITEM(S)).
     fn extend(&mut self, items: Vec<Value>, kind: Kind) -> Result<()> {
-        if kind == Kind::Dict && items.len() % 2 != 0 {
+        if kind == Kind::Dict && !items.len().is_multiple_of(2) {
             return Err(bad("odd number of dict items"));
         }
         let target = self.pop()?;
@@ -237,7 +237,7 @@ impl<'a> Machine<'a> {
                 let kind = match op {
                     b't' => Kind::Tuple,
                     b'l' => Kind::List,
-                    _ if items.len() % 2 != 0 => return Err(bad("odd number of dict items")),
+                    _ if !items.len().is_multiple_of(2) => return Err(bad("odd number of dict items")),
                     _ => Kind::Dict,
                 };
                 self.stack.push(container(kind, items)?)

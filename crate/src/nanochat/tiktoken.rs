@@ -71,7 +71,7 @@ impl TiktokenBpe {
             }
         }
         let split = Regex::new(pat_str).map_err(|e| Error::corrupt(format!("pat_str is not a valid regex: {e}")))?;
-        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        specials.sort_by_key(|(text, _)| std::cmp::Reverse(text.len()));
         Ok(Self { ranks, specials, split })
     }
 
