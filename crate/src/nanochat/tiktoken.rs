@@ -2,7 +2,8 @@
 //! `pat_str` (fancy-regex, the engine tiktoken itself uses), then merge each piece's bytes by
 //! rank, lowest first. A token's rank is its id; special tokens follow the ranks.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::path::Path;
 
 use fancy_regex::Regex;
@@ -71,7 +72,7 @@ impl TiktokenBpe {
             }
         }
         let split = Regex::new(pat_str).map_err(|e| Error::corrupt(format!("pat_str is not a valid regex: {e}")))?;
-        specials.sort_by_key(|(text, _)| std::cmp::Reverse(text.len()));
+        specials.sort_by_key(|(text, _)| Reverse(text.len()));
         Ok(Self { ranks, specials, split })
     }
 
@@ -129,35 +130,54 @@ impl TiktokenBpe {
         self.specials
             .iter()
             .filter_map(|(name, id)| text.find(name.as_str()).map(|at| (at, name.as_str(), *id)))
-            .min_by_key(|&(at, name, _)| (at, std::cmp::Reverse(name.len())))
+            .min_by_key(|&(at, name, _)| (at, Reverse(name.len())))
     }
 
     /// tiktoken's `byte_pair_merge`: repeatedly merge the adjacent pair whose joined bytes have
-    /// the lowest rank (leftmost on ties) until no joined pair is a token.
+    /// the lowest rank, leftmost on ties, until no joined pair is a token. tiktoken rescans all
+    /// pairs after each merge (quadratic, so a long run of one character typed by a user could
+    /// stall a request); a heap keyed by (rank, position) makes the same choices in n·log n.
     fn merge(&self, piece: &[u8], out: &mut Vec<u32>) {
+        let n = piece.len();
         let rank_of = |bytes: &[u8]| self.ranks.get(bytes).copied().unwrap_or(u32::MAX);
-        // (start, rank of the pair starting here); the two sentinels close the piece.
-        let mut parts: Vec<(usize, u32)> = (0..piece.len().saturating_sub(1)).map(|i| (i, rank_of(&piece[i..i + 2]))).collect();
-        parts.push((piece.len().saturating_sub(1), u32::MAX));
-        parts.push((piece.len(), u32::MAX));
-        let pair_rank =
-            |parts: &[(usize, u32)], i: usize| if i + 3 < parts.len() { rank_of(&piece[parts[i].0..parts[i + 3].0]) } else { u32::MAX };
-        loop {
-            let (i, rank) = parts[..parts.len() - 1]
-                .iter()
-                .enumerate()
-                .fold((0, u32::MAX), |best, (i, &(_, r))| if r < best.1 { (i, r) } else { best });
-            if rank == u32::MAX {
-                break;
+        // Parts as a linked list over their start offsets; `next[i]` is where part i ends.
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut prev: Vec<Option<usize>> = (0..n).map(|i| i.checked_sub(1)).collect();
+        let mut alive = vec![true; n];
+        let mut heap = BinaryHeap::new();
+        let push = |heap: &mut BinaryHeap<Reverse<(u32, usize, usize)>>, next: &[usize], i: usize| {
+            if let Some(&end) = next.get(next[i]) {
+                let rank = rank_of(&piece[i..end]);
+                if rank != u32::MAX {
+                    heap.push(Reverse((rank, i, end)));
+                }
             }
-            if i > 0 {
-                parts[i - 1].1 = pair_rank(&parts, i - 1);
-            }
-            parts[i].1 = pair_rank(&parts, i);
-            parts.remove(i + 1);
+        };
+        for i in 0..n {
+            push(&mut heap, &next, i);
         }
-        // Every single byte has a rank, so every part found above is a token.
-        out.extend(parts.windows(2).map(|w| rank_of(&piece[w[0].0..w[1].0])));
+        while let Some(Reverse((_, i, end))) = heap.pop() {
+            // Stale unless both parts are still exactly as when the pair was pushed.
+            if !alive[i] || next[i] >= n || next[next[i]] != end {
+                continue;
+            }
+            let j = next[i];
+            alive[j] = false;
+            next[i] = end;
+            if end < n {
+                prev[end] = Some(i);
+            }
+            push(&mut heap, &next, i);
+            if let Some(p) = prev[i] {
+                push(&mut heap, &next, p);
+            }
+        }
+        // Every single byte has a rank, so every part left is a token.
+        let mut i = 0;
+        while i < n {
+            out.push(rank_of(&piece[i..next[i]]));
+            i = next[i];
+        }
     }
 }
 
@@ -173,5 +193,68 @@ fn encoding_state(root: &Value) -> Option<Vec<(&Value, &Value)>> {
     match root {
         Value::Container(c) if c.kind == pickle::Kind::Object && c.items.len() == 3 => c.items[2].as_dict().map(Iterator::collect),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// tiktoken's own quadratic loop, transcribed: the oracle for the heap version.
+    fn tiktoken_merge(ranks: &HashMap<Vec<u8>, u32>, piece: &[u8]) -> Vec<u32> {
+        let rank_of = |bytes: &[u8]| ranks.get(bytes).copied().unwrap_or(u32::MAX);
+        let mut parts: Vec<(usize, u32)> = (0..piece.len() - 1).map(|i| (i, rank_of(&piece[i..i + 2]))).collect();
+        parts.push((piece.len() - 1, u32::MAX));
+        parts.push((piece.len(), u32::MAX));
+        let pair_rank =
+            |parts: &[(usize, u32)], i: usize| if i + 3 < parts.len() { rank_of(&piece[parts[i].0..parts[i + 3].0]) } else { u32::MAX };
+        loop {
+            let (i, rank) =
+                parts[..parts.len() - 1].iter().enumerate().fold((0, u32::MAX), |b, (i, &(_, r))| if r < b.1 { (i, r) } else { b });
+            if rank == u32::MAX {
+                break;
+            }
+            if i > 0 {
+                parts[i - 1].1 = pair_rank(&parts, i - 1);
+            }
+            parts[i].1 = pair_rank(&parts, i);
+            parts.remove(i + 1);
+        }
+        parts.windows(2).map(|w| rank_of(&piece[w[0].0..w[1].0])).collect()
+    }
+
+    /// A vocabulary over "ab" with overlapping merges, where the order of merges matters.
+    #[test]
+    fn heap_merge_makes_tiktokens_choices() {
+        let mut ranks: HashMap<Vec<u8>, u32> = (0..=255u8).map(|b| (vec![b], b as u32)).collect();
+        for (i, t) in ["aa", "ab", "ba", "bb", "aaa", "aab", "abab", "baa", "aaaa", "bab", "abb", "aabb"].iter().enumerate() {
+            ranks.insert(t.as_bytes().to_vec(), 256 + i as u32);
+        }
+        let bpe = TiktokenBpe::new(r"\S+", ranks.clone(), vec![("<|bos|>".into(), 268)]).unwrap();
+        let mut state = 12345u64;
+        for len in 1..200 {
+            let piece: Vec<u8> = (0..len)
+                .map(|_| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    if state >> 63 == 0 {
+                        b'a'
+                    } else {
+                        b'b'
+                    }
+                })
+                .collect();
+            let mut got = Vec::new();
+            bpe.merge(&piece, &mut got);
+            assert_eq!(got, tiktoken_merge(&ranks, &piece), "{}", String::from_utf8_lossy(&piece));
+        }
+    }
+
+    #[test]
+    fn a_long_run_is_fast() {
+        let ranks: HashMap<Vec<u8>, u32> = (0..=255u8).map(|b| (vec![b], b as u32)).chain([(b"aa".to_vec(), 256)]).collect();
+        let bpe = TiktokenBpe::new(r"\S+", ranks, Vec::new()).unwrap();
+        let start = std::time::Instant::now();
+        assert_eq!(bpe.encode_ordinary(&"a".repeat(200_001)).unwrap().len(), 100_001);
+        assert!(start.elapsed().as_secs_f64() < 2.0, "{:?}", start.elapsed());
     }
 }
