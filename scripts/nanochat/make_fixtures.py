@@ -223,6 +223,26 @@ CONVERSATIONS = [
 ]
 
 
+def random_texts(n):
+    """Seeded strings mixing every character class the split pattern distinguishes."""
+    import random
+    rng = random.Random(7)
+    pools = [
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", " ", "  \t\n\r\n\x0b\x0c\u00a0\u2003\u3000",
+        "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "éüñçßøåœ", "日本語中文한국어テキスト", "😀👍🏽👨‍👩‍👧🇯🇵❤️", "\u0301\u200b\u200d\ufeff",
+        "αβγδΩπ∑√∞½", "'s 't 're 've 'm 'll 'd 'S 'LL", "<|bos|><|assistant_end|><|user_start|>",
+    ]
+    return ["".join(rng.choice(rng.choice(pools)) for _ in range(rng.randint(1, 60))) for _ in range(n)]
+
+
+def source_excerpts():
+    """Real code the tokenizer was not trained on."""
+    import difflib
+    import inspect
+    import shlex
+    return [inspect.getsource(m)[i:i + 1500] for m in (difflib, shlex) for i in range(0, 9000, 1500)]
+
+
 def corpus_fixture():
     directory = os.path.join(OUT, "tokenizer_corpus")
     tok = make_tokenizer(2048, directory, repeat=8)
@@ -232,7 +252,7 @@ def corpus_fixture():
         ids, mask = tok.render_conversation(conv, max_tokens=max_tokens)
         completion = tok.render_for_completion(conv) if conv["messages"][-1]["role"] == "assistant" else None
         rendered.append({"conversation": conv, "max_tokens": max_tokens, "ids": ids, "mask": mask, "completion": completion})
-    cases = [{"text": t, "ids": enc.encode_ordinary(t)} for t in CORPUS]
+    cases = [{"text": t, "ids": enc.encode_ordinary(t)} for t in CORPUS + random_texts(300) + source_excerpts()]
     for c in cases:
         assert tok.decode(c["ids"]) == c["text"]
     specials = {name: enc.encode_single_token(name) for name in enc.special_tokens_set}
@@ -243,7 +263,7 @@ def corpus_fixture():
         byte_ids, [enc.encode_single_token(bytes([0x80]))] + enc.encode_ordinary("ok"),
     )]
     with open(os.path.join(directory, "corpus.json"), "w", encoding="utf-8") as f:
-        json.dump({"pat_str": enc._pat_str, "special_tokens": specials, "cases": cases, "decodes": decodes, "render": rendered}, f, ensure_ascii=False, indent=1)
+        json.dump({"pat_str": enc._pat_str, "special_tokens": specials, "cases": cases, "decodes": decodes, "render": rendered}, f, ensure_ascii=False, separators=(",", ":"))
     print(f"tokenizer corpus: {len(cases)} texts, {sum(len(c['ids']) for c in cases)} tokens")
 
 
