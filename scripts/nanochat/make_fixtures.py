@@ -14,7 +14,10 @@ upstream's own `load_model` reads it back:
     base_checkpoints/d4/model_000005.safetensors  the same weights as safetensors
     base_checkpoints/d4/meta_000005.json
     expected.json                                 token ids and windows of the golden run
-    logits_{full,decode,chunked}.f32              little-endian f32, (T, vocab) row-major
+    logits_{full,decode,chunked}.f32              little-endian f32, (T, vocab) row-major: GPT.forward
+                                                  whole, token by token through KVCache, and in chunks
+                                                  (with upstream's smear of a continuing chunk's first
+                                                  token fixed, see smear_fixed_forward)
     tokenizer_corpus/tokenizer.pkl                a larger tokenizer for the corpus test
     tokenizer_corpus/corpus.json                  texts, tiktoken's ids, render_conversation
 
