@@ -1,73 +1,78 @@
-// kvengine against llama.cpp (node-llama-cpp 3.21.1) on the same GGUF file, in one process run:
-// decode tokens/s at batch 1 and prefill tokens/s at 512 tokens. llama.cpp is measured at each
-// thread count and reported at its best.
+// kvengine against llama.cpp (node-llama-cpp 3.21.1, CPU) on the same GGUF files and token ids:
+// each engine, model and thread count in its own process; a table per model with both engines
+// and their ratio; issue 4's targets judged on those ratios; raw figures in benches/out/results.json
+// (scripts/plot-bench.py draws them).
 //
-//   node --import=tsx benches/compare.ts [model.gguf ...]
-import { basename } from 'node:path'
+//   node --import=tsx benches/compare.ts [--quick] [--models=smollm2-q8_0,1b-q4_0]
+//        [--kvengine-threads=2] [--llama-threads=1,2]
+//   (or BENCH_QUICK=1, BENCH_MODELS=..., BENCH_KVENGINE_THREADS=..., BENCH_LLAMA_THREADS=...)
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 
-import { getLlama, LlamaLogLevel, type Token } from 'node-llama-cpp'
+import { measureBandwidth, type Bandwidth } from './lib/bandwidth.js'
+import { runEngine, tokenizePrompt } from './lib/child.js'
+import { readGgufHeader } from './lib/ggufRead.js'
+import { machineInfo } from './lib/machine.js'
+import { selectModels, type BenchModel } from './lib/models.js'
+import { OUT_DIR } from './lib/paths.js'
+import { FULL, planFor, promptTokensNeeded, QUICK, type Plan } from './lib/plan.js'
+import { modelTable, type ModelResult } from './lib/report.js'
+import { table } from './lib/table.js'
+import { targetVerdicts } from './lib/targets.js'
 
-import { Model } from '../index.js'
-
-const DECODE_TOKENS = 128
-const PREFILL_TOKENS = 512
-const THREADS = [1, 2]
-
-interface Figures {
-  decode: number
-  prefill: number
+function option(name: string, env: string): string | undefined {
+  return process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? process.env[env]
 }
+const threadList = (s: string) => s.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0)
 
-async function ours(path: string): Promise<Figures> {
-  const model = await Model.load(path)
-  const filler = model.tokenizer.encode(' the quick brown fox'.repeat(200)).slice(0, PREFILL_TOKENS)
-  const warm = model.createCache(1, PREFILL_TOKENS)
-  await model.forward(warm, [filler.slice(0, 64)])
-  warm.dispose()
-  const cache = model.createCache(1, PREFILL_TOKENS + DECODE_TOKENS)
-  let started = performance.now()
-  await model.forward(cache, [filler])
-  const prefill = PREFILL_TOKENS / ((performance.now() - started) / 1000)
-  started = performance.now()
-  for (let i = 0; i < DECODE_TOKENS; i++) await model.forward(cache, [[filler[i]]])
-  const decode = DECODE_TOKENS / ((performance.now() - started) / 1000)
-  cache.dispose()
-  model.dispose()
-  return { decode, prefill }
-}
+const quick = process.argv.includes('--quick') || process.env.BENCH_QUICK === '1'
+const models = selectModels(option('models', 'BENCH_MODELS'))
+const kvThreads = threadList(option('kvengine-threads', 'BENCH_KVENGINE_THREADS') ?? '2')
+const llamaThreads = threadList(option('llama-threads', 'BENCH_LLAMA_THREADS') ?? '1,2')
+const base = quick ? QUICK : FULL
+const stamp = () => new Date().toISOString().slice(11, 19)
+const progress = (s: string) => console.error(`[bench ${stamp()}] ${s}`)
 
-async function llamaCpp(path: string, threads: number): Promise<Figures> {
-  const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.disabled })
-  const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 })
-  const filler = model.tokenize(' the quick brown fox'.repeat(200)).slice(0, PREFILL_TOKENS) as Token[]
-  const context = await model.createContext({ contextSize: 1024, sequences: 1, threads: { ideal: threads, min: threads }, batchSize: 512 })
-  const seq = context.getSequence()
-  let started = performance.now()
-  await seq.evaluateWithoutGeneratingNewTokens(filler)
-  const prefill = PREFILL_TOKENS / ((performance.now() - started) / 1000)
-  await seq.clearHistory()
-  await seq.evaluateWithoutGeneratingNewTokens(filler.slice(0, 16))
-  started = performance.now()
-  let n = 0
-  for await (const _ of seq.evaluate([filler[16]], { temperature: 0, yieldEogToken: true })) {
-    if (++n === DECODE_TOKENS) break
+async function benchModel(m: BenchModel, prompt: number[]): Promise<ModelResult> {
+  const plan: Plan = planFor(base, m.large)
+  const header = readGgufHeader(m.path)
+  const result: ModelResult = { id: m.id, label: m.label, path: m.path, large: m.large, weightBytes: header.fileBytes - header.dataStart, plan, runs: [], errors: [] }
+  const jobs = [...kvThreads.map((t) => ['kvengine', t] as const), ...llamaThreads.map((t) => ['llama.cpp', t] as const)]
+  for (const [engine, threads] of jobs) {
+    progress(`${m.label}: ${engine} at ${threads} thread(s)`)
+    try {
+      result.runs.push(await runEngine(engine, `${m.id}-${engine}-${threads}t`, { model: m.path, threads, plan, prompt }))
+    } catch (err) {
+      result.errors.push((err as Error).message)
+      progress(`FAILED: ${(err as Error).message}`)
+    }
   }
-  const decode = DECODE_TOKENS / ((performance.now() - started) / 1000)
-  await context.dispose()
-  await model.dispose()
-  return { decode, prefill }
+  return result
 }
 
-const paths = process.argv.slice(2)
-if (paths.length === 0) paths.push('models/SmolLM2-135M-Instruct.Q8_0.gguf')
-for (const path of paths) {
-  const k = await ours(path)
-  const runs = []
-  for (const t of THREADS) runs.push({ t, ...(await llamaCpp(path, t)) })
-  const bestDecode = runs.reduce((a, b) => (b.decode > a.decode ? b : a))
-  const bestPrefill = runs.reduce((a, b) => (b.prefill > a.prefill ? b : a))
-  console.log(`\n${basename(path)}`)
-  for (const r of runs) console.log(`  llama.cpp ${r.t} thread(s): decode ${r.decode.toFixed(1)} tok/s, prefill@${PREFILL_TOKENS} ${r.prefill.toFixed(1)} tok/s`)
-  console.log(`  kvengine           : decode ${k.decode.toFixed(1)} tok/s, prefill@${PREFILL_TOKENS} ${k.prefill.toFixed(1)} tok/s`)
-  console.log(`  ratio vs llama.cpp at its best: decode ${(k.decode / bestDecode.decode).toFixed(2)}x (${bestDecode.t}t), prefill ${(k.prefill / bestPrefill.prefill).toFixed(2)}x (${bestPrefill.t}t)`)
+function save(results: object): void {
+  writeFileSync(join(OUT_DIR, 'results.json'), `${JSON.stringify(results, null, 1)}\n`)
 }
+
+mkdirSync(OUT_DIR, { recursive: true })
+const missing = models.filter((m) => !existsSync(m.path))
+if (missing.length) throw new Error(`missing model files (run scripts/bench-prep.ts): ${missing.map((m) => m.path).join(', ')}`)
+progress(`${quick ? 'QUICK smoke run (small counts: not the issue figures)' : 'full run'}: ${models.map((m) => m.id).join(', ')}; kvengine at ${kvThreads.join(',')} thread(s), llama.cpp at ${llamaThreads.join(',')}`)
+progress('measuring memory read bandwidth')
+const bandwidth: Bandwidth | null = measureBandwidth([...new Set([1, ...kvThreads, ...llamaThreads])], quick ? 512 : 2048, quick ? 3 : 5)
+if (bandwidth) progress(`bandwidth: ${Object.entries(bandwidth.gbps).map(([t, g]) => `${t}t ${g.toFixed(2)} GB/s`).join(', ')}`)
+const prompt = await tokenizePrompt(models.find((m) => !m.large)?.path ?? models[0]!.path, promptTokensNeeded(base))
+const results = { startedAt: new Date().toISOString(), finishedAt: '', quick, machine: machineInfo(), bandwidth, kvThreads, llamaThreads, models: [] as ModelResult[] }
+for (const m of models) {
+  const r = await benchModel(m, prompt)
+  results.models.push(r)
+  save(results)
+  console.log(`\n## ${m.label}  (${(r.weightBytes / 2 ** 20).toFixed(0)} MiB of weights)\n${modelTable(r, bandwidth)}\n`)
+}
+results.finishedAt = new Date().toISOString()
+save(results)
+const verdicts = targetVerdicts(results.models)
+const mark = (p: boolean | undefined) => (p === undefined ? 'not judged' : p ? 'PASS' : 'FAIL')
+console.log(`\n## Targets (issue 4)${quick ? ' — QUICK run: sizes are not the issue\'s, so these verdicts mean nothing' : ''}\n`)
+console.log(table(['target', 'model', 'measured', 'verdict'], verdicts.map((v) => [v.target, v.model, v.measured, mark(v.pass)])))
+console.log(`\nraw figures: ${join(OUT_DIR, 'results.json')}; plots: python3 scripts/plot-bench.py`)

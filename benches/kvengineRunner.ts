@@ -1,0 +1,46 @@
+// One engine, one model, one thread count, in its own process (so thread pools and peak RSS are
+// its own): measures what the plan asks and prints one RESULT line of JSON on stdout.
+//
+//   node --import=tsx benches/kvengineRunner.ts <spec.json>      (written by benches/compare.ts)
+import { readFileSync } from 'node:fs'
+
+import { Engine, Model } from '../index.js'
+import { aggregateFigures, decodeFigures, prefillFigures } from './kvengine/figures.js'
+import { kvStudy } from './kvengine/kvStudy.js'
+import { rssStudy } from './kvengine/rssStudy.js'
+import type { RunSpec } from './lib/plan.js'
+import { emitResult, log, procStatusBytes } from './lib/proc.js'
+import type { EngineResult } from './lib/results.js'
+
+const spec = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as RunSpec
+const { plan, prompt } = spec
+const loadStart = performance.now()
+const model = await Model.load(spec.model, { threads: spec.threads })
+const loadMs = performance.now() - loadStart
+const rssAfterLoad = procStatusBytes('VmRSS')
+log('kvengine', `loaded ${spec.model} with ${spec.threads} thread(s) in ${loadMs.toFixed(0)} ms`)
+const engine = new Engine(model)
+
+const prefill = await prefillFigures(engine, prompt, plan)
+const { decode, kvBytes } = await decodeFigures(engine, prompt, plan)
+const aggregate = await aggregateFigures(engine, prompt, plan)
+const kv = plan.kv ? await kvStudy(model, prompt, plan.kv) : undefined
+const rss = plan.rss ? await rssStudy(engine, prompt, plan.rss) : undefined
+
+const result: EngineResult = {
+  engine: 'kvengine',
+  model: spec.model,
+  threads: spec.threads,
+  loadMs,
+  rssAfterLoad,
+  peakRss: procStatusBytes('VmHWM'),
+  kvBytes,
+  kvNote: `cache.sizeBytes of the ${plan.decodeMainContext}+${plan.decodeTokens}-token decode run (f32 K and V)`,
+  prefill,
+  decode,
+  aggregate,
+  kv,
+  rss,
+}
+emitResult(result)
+model.dispose()

@@ -1,0 +1,71 @@
+// What each runner measures, and how much of it: one plan per model, shared by both engines so
+// they run exactly the same workloads. `--quick` shrinks every count for a smoke run.
+
+export interface Plan {
+  /** Prompt lengths for TTFT / prefill tokens/s. */
+  prefillLengths: number[]
+  /** Timed repetitions per prefill length (after one warm-up); the best is reported. */
+  prefillReps: number
+  /** Context lengths at which batch-1 decode speed is measured. */
+  decodeContexts: number[]
+  /** The context whose decode figure is the headline (issue 4: 128 tokens after 512). */
+  decodeMainContext: number
+  decodeTokens: number
+  /** Samples from one prompt for aggregate tokens/s. */
+  samples: number[]
+  samplePrompt: number
+  sampleTokens: number
+  /** KV cache against recomputation (kvengine only); null skips it. */
+  kv: { prompt: number; gens: number[]; exactUpTo: number; sampleEvery: number } | null
+  /** RSS sampled over a long generation (kvengine only); null skips it. */
+  rss: { prompt: number; warmup: number; tokens: number; every: number } | null
+  /** The figures the issue's targets are judged on (smaller in --quick, which judges nothing real). */
+  targets: { prefillTokens: number; samples: number; kvGenerated: number }
+}
+
+export const FULL: Plan = {
+  prefillLengths: [128, 512, 2048],
+  prefillReps: 3,
+  decodeContexts: [128, 512, 2048],
+  decodeMainContext: 512,
+  decodeTokens: 128,
+  samples: [1, 4, 8, 16],
+  samplePrompt: 512,
+  sampleTokens: 128,
+  kv: { prompt: 512, gens: [64, 256, 1024], exactUpTo: 256, sampleEvery: 32 },
+  rss: { prompt: 16, warmup: 250, tokens: 2000, every: 250 },
+  targets: { prefillTokens: 512, samples: 8, kvGenerated: 256 },
+}
+
+export const QUICK: Plan = {
+  prefillLengths: [64, 128],
+  prefillReps: 1,
+  decodeContexts: [64, 128],
+  decodeMainContext: 128,
+  decodeTokens: 8,
+  samples: [1, 8],
+  samplePrompt: 128,
+  sampleTokens: 8,
+  kv: { prompt: 64, gens: [4, 8, 16], exactUpTo: 8, sampleEvery: 4 },
+  rss: { prompt: 16, warmup: 16, tokens: 48, every: 16 },
+  targets: { prefillTokens: 128, samples: 8, kvGenerated: 8 },
+}
+
+/** The 1B model's figures take minutes each: one repetition, and the two long studies only on SmolLM2. */
+export function planFor(base: Plan, large: boolean): Plan {
+  if (!large) return base
+  return { ...base, prefillReps: 1, kv: null, rss: null }
+}
+
+export interface RunSpec {
+  model: string
+  threads: number
+  plan: Plan
+  /** Token ids of the shared prompt text (SmolLM2's tokenizer; every model here shares it). */
+  prompt: number[]
+}
+
+/** The longest prompt any figure needs, so the orchestrator tokenizes enough text once. */
+export function promptTokensNeeded(plan: Plan): number {
+  return Math.max(...plan.prefillLengths, ...plan.decodeContexts, plan.samplePrompt, plan.kv?.prompt ?? 0, plan.rss?.prompt ?? 0)
+}
