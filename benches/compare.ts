@@ -5,7 +5,8 @@
 //
 //   node --import=tsx benches/compare.ts [--quick] [--models=smollm2-q8_0,1b-q4_0]
 //        [--kvengine-threads=2] [--llama-threads=1,2]
-//   (or BENCH_QUICK=1, BENCH_MODELS=..., BENCH_KVENGINE_THREADS=..., BENCH_LLAMA_THREADS=...)
+//   (or BENCH_QUICK=1, BENCH_MODELS=..., BENCH_KVENGINE_THREADS=..., BENCH_LLAMA_THREADS=...;
+//   BENCH_LARGE_FULL=1 gives the 1B models every sample count, not just 1 and 8)
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -17,8 +18,7 @@ import { selectModels, type BenchModel } from './lib/models.js'
 import { OUT_DIR } from './lib/paths.js'
 import { FULL, planFor, promptTokensNeeded, QUICK, type Plan } from './lib/plan.js'
 import { modelTable, type ModelResult } from './lib/report.js'
-import { table } from './lib/table.js'
-import { targetVerdicts } from './lib/targets.js'
+import { summary } from './lib/summary.js'
 
 function option(name: string, env: string): string | undefined {
   return process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? process.env[env]
@@ -30,18 +30,21 @@ const models = selectModels(option('models', 'BENCH_MODELS'))
 const kvThreads = threadList(option('kvengine-threads', 'BENCH_KVENGINE_THREADS') ?? '2')
 const llamaThreads = threadList(option('llama-threads', 'BENCH_LLAMA_THREADS') ?? '1,2')
 const base = quick ? QUICK : FULL
+const fullLarge = process.env.BENCH_LARGE_FULL === '1'
 const stamp = () => new Date().toISOString().slice(11, 19)
 const progress = (s: string) => console.error(`[bench ${stamp()}] ${s}`)
 
 async function benchModel(m: BenchModel, prompt: number[]): Promise<ModelResult> {
-  const plan: Plan = planFor(base, m.large)
+  const plan: Plan = planFor(base, m.large, fullLarge)
   const header = readGgufHeader(m.path)
   const result: ModelResult = { id: m.id, label: m.label, path: m.path, large: m.large, weightBytes: header.fileBytes - header.dataStart, plan, runs: [], errors: [] }
   const jobs = [...kvThreads.map((t) => ['kvengine', t] as const), ...llamaThreads.map((t) => ['llama.cpp', t] as const)]
   for (const [engine, threads] of jobs) {
     progress(`${m.label}: ${engine} at ${threads} thread(s)`)
+    const started = performance.now()
     try {
       result.runs.push(await runEngine(engine, `${m.id}-${engine}-${threads}t`, { model: m.path, threads, plan, prompt }))
+      progress(`${m.label}: ${engine} at ${threads} thread(s) done in ${((performance.now() - started) / 1000).toFixed(0)} s`)
     } catch (err) {
       result.errors.push((err as Error).message)
       progress(`FAILED: ${(err as Error).message}`)
@@ -63,6 +66,11 @@ const bandwidth: Bandwidth | null = measureBandwidth([...new Set([1, ...kvThread
 if (bandwidth) progress(`bandwidth: ${Object.entries(bandwidth.gbps).map(([t, g]) => `${t}t ${g.toFixed(2)} GB/s`).join(', ')}`)
 const prompt = await tokenizePrompt(models.find((m) => !m.large)?.path ?? models[0]!.path, promptTokensNeeded(base))
 const results = { startedAt: new Date().toISOString(), finishedAt: '', quick, machine: machineInfo(), bandwidth, kvThreads, llamaThreads, models: [] as ModelResult[] }
+const mc = results.machine
+console.log(`# kvengine ${mc.kvengineCommit}${mc.workingTreeDirty ? ' (with uncommitted changes in crate/ or src/)' : ''} vs node-llama-cpp ${mc.nodeLlamaCpp}${quick ? ' — QUICK smoke run' : ''}`)
+console.log(`machine: ${mc.cpu}, ${mc.cores} cores, ${mc.memoryGiB} GiB, Linux ${mc.kernel}, Node ${mc.node}`)
+console.log(`memory read bandwidth (benches/bandwidth.c, best of passes over ${bandwidth?.mib ?? '–'} MiB): ${bandwidth ? Object.entries(bandwidth.gbps).map(([t, g]) => `${t}t ${g.toFixed(2)} GB/s`).join(', ') : 'not measured (no C compiler)'}`)
+console.log(`kvengine at ${kvThreads.join(',')} thread(s); llama.cpp at ${llamaThreads.join(',')} thread(s), each figure at its best; ratios are kvengine ÷ llama.cpp`)
 for (const m of models) {
   const r = await benchModel(m, prompt)
   results.models.push(r)
@@ -71,8 +79,5 @@ for (const m of models) {
 }
 results.finishedAt = new Date().toISOString()
 save(results)
-const verdicts = targetVerdicts(results.models)
-const mark = (p: boolean | undefined) => (p === undefined ? 'not judged' : p ? 'PASS' : 'FAIL')
-console.log(`\n## Targets (issue 4)${quick ? ' — QUICK run: sizes are not the issue\'s, so these verdicts mean nothing' : ''}\n`)
-console.log(table(['target', 'model', 'measured', 'verdict'], verdicts.map((v) => [v.target, v.model, v.measured, mark(v.pass)])))
+console.log(`\n${summary(results.models, bandwidth, quick)}`)
 console.log(`\nraw figures: ${join(OUT_DIR, 'results.json')}; plots: python3 scripts/plot-bench.py`)

@@ -49,7 +49,7 @@ def best(runs, engine, figures, key, x):
 def grid(plt, n):
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(5 * cols, 8), 4 * rows + 0.6), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat)
@@ -68,6 +68,8 @@ def plot_context(plt, results, path):
                 ax.plot(list(dec), list(dec.values()), "s--", color=color, label=f"{engine} decode (batch 1)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        contexts = sorted(set(m["plan"]["prefillLengths"]) | set(m["plan"]["decodeContexts"]))
+        ax.set_xticks(contexts, [str(c) for c in contexts])
         ax.set_title(m["label"])
         ax.set_xlabel("context length (prompt tokens)")
         ax.set_ylabel("tokens/s")
@@ -101,7 +103,8 @@ def plot_samples(plt, results, path):
 def title(results, what):
     mach = results["machine"]
     quick = " — QUICK smoke run" if results.get("quick") else ""
-    return f"{what}{quick}\n{mach['cpu']}, {mach['cores']} cores; kvengine {mach['kvengineCommit']} vs node-llama-cpp {mach['nodeLlamaCpp']}"
+    commit = mach["kvengineCommit"] + ("+uncommitted" if mach.get("workingTreeDirty") else "")
+    return f"{what}{quick}\n{mach['cpu']}, {mach['cores']} cores; kvengine {commit} vs node-llama-cpp {mach['nodeLlamaCpp']}"
 
 
 def main():

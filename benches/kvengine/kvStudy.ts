@@ -42,7 +42,7 @@ async function recomputeStep(model: Model, cache: ReturnType<Model['createCache'
 /** Sum of a per-step cost over steps 0..last, from exact costs and sampled points in between. */
 function interpolatedSum(exactMs: number[], points: [number, number][], last: number): number {
   let total = exactMs.reduce((a, b) => a + b, 0)
-  const known: [number, number][] = [[exactMs.length - 1, exactMs.at(-1)!], ...points.filter(([i]) => i <= last)]
+  const known: [number, number][] = [[exactMs.length - 1, exactMs.at(-1)!], ...points]
   for (let i = exactMs.length; i <= last; i++) {
     const k = known.findIndex(([at]) => at >= i)
     const [i1, t1] = known[k === -1 ? known.length - 1 : k]!
@@ -63,6 +63,8 @@ export async function kvStudy(model: Model, promptAll: number[], cfg: NonNullabl
   for (let i = 0; i < cfg.exactUpTo; i++) {
     const { token, ms } = await recomputeStep(model, cache, [...prompt, ...recomputed])
     exactMs.push(ms), recomputed.push(token)
+    // Step cost grows with the sequence; from the first step's cost, say roughly how long this takes.
+    if (i === 0) log('kvengine', `kv study: recomputing ${cfg.exactUpTo} steps, about ${((ms * cfg.exactUpTo * (prompt.length + cfg.exactUpTo / 2)) / prompt.length / 1000).toFixed(0)} s`)
     if ((i + 1) % 32 === 0) log('kvengine', `kv study: recomputed ${i + 1}/${cfg.exactUpTo} steps`)
   }
   // Beyond the exact steps: sampled steps, run on the cached tokens, compared token by token too.

@@ -51,10 +51,15 @@ export const QUICK: Plan = {
   targets: { prefillTokens: 128, samples: 8, kvGenerated: 8 },
 }
 
-/** The 1B model's figures take minutes each: one repetition, and the two long studies only on SmolLM2. */
-export function planFor(base: Plan, large: boolean): Plan {
+/**
+ * The 1B model's figures take minutes each (llama.cpp's sequential samples at 16 alone are ~5
+ * minutes per thread count here): one repetition, samples 1 and 8 only (8 is target 3's figure)
+ * unless `fullLarge` (BENCH_LARGE_FULL=1), and the two long studies only on SmolLM2.
+ */
+export function planFor(base: Plan, large: boolean, fullLarge = false): Plan {
   if (!large) return base
-  return { ...base, prefillReps: 1, kv: null, rss: null }
+  const samples = fullLarge ? base.samples : base.samples.filter((n) => n === 1 || n === base.targets.samples)
+  return { ...base, prefillReps: 1, samples, kv: null, rss: null }
 }
 
 export interface RunSpec {

@@ -71,6 +71,9 @@ export function modelTable(m: ModelResult, bw: Bandwidth | null): string {
   rows.push(['TypeScript share of a decode step, batch 1', pct(b1), '', ''])
   rows.push([`TypeScript share of a decode step, batch ${m.plan.targets.samples}`, pct(b8), '', ''])
   const out = [table(['figure', 'kvengine', 'llama.cpp', 'kv ÷ llama'], rows)]
+  if (bw) out.push(`  bandwidth limit = ${bw.best.toFixed(2)} GB/s (best measured) ÷ ${(m.weightBytes / 1e6).toFixed(0)} MB of tensor data in the file (a proxy: every weight read once per token; KV reads left out)`)
+  out.push(`  kvengine KV: ${k[0]?.kvNote ?? '–'}; llama.cpp KV: ${l[0]?.kvNote ?? '–'}`)
+  for (const e of m.errors) out.push(`  FAILED: ${e}`)
   for (const r of l) for (const a of r.aggregate) out.push(`  llama.cpp ${r.threads}t, ${a.samples} samples: ${Object.entries(a.tried ?? {}).map(([how, ms]) => `${how}: ${ms.toFixed(0)} ms`).join('; ')}`)
   out.push(...studyLines(k))
   return out.join('\n')
