@@ -28,7 +28,7 @@ const context = await model.createContext({ contextSize: longest + plan.decodeTo
 const prefill = await prefillFigures(context, prompt, plan)
 const decode = await decodeFigures(context, prompt, plan)
 await context.dispose()
-const aggregate = await aggregateFigures(llama, model, threads, prompt, plan)
+const aggregate = await aggregateFigures(model, threads, prompt, plan)
 const kv = await llamaKvBytes(model, spec.model, plan.decodeMainContext + plan.decodeTokens + 1)
 
 const result: EngineResult = {

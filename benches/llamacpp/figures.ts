@@ -1,6 +1,6 @@
 // llama.cpp's prefill, decode and aggregate figures through node-llama-cpp, on the same token
 // ids and counts as kvengine's.
-import type { Llama, LlamaContext, LlamaModel, Token } from 'node-llama-cpp'
+import type { LlamaContext, LlamaModel, Token } from 'node-llama-cpp'
 
 import type { Plan } from '../lib/plan.js'
 import { log } from '../lib/proc.js'
@@ -69,7 +69,7 @@ async function sequential(model: LlamaModel, threads: number, prompt: Token[], n
   return wall
 }
 
-export async function aggregateFigures(_llama: Llama, model: LlamaModel, threads: number, promptAll: Token[], plan: Plan): Promise<AggregateFigure[]> {
+export async function aggregateFigures(model: LlamaModel, threads: number, promptAll: Token[], plan: Plan): Promise<AggregateFigure[]> {
   const prompt = promptAll.slice(0, plan.samplePrompt)
   const out: AggregateFigure[] = []
   for (const samples of plan.samples) {
