@@ -123,6 +123,8 @@ export interface NativeModelInfo {
 export interface NativeModelStats {
   forwardCalls: number
   tokensProcessed: number
+  /** Seconds spent computing forward passes (on the worker thread, excluding the hand-off). */
+  forwardSeconds: number
 }
 
 export interface NativeRenderedConversation {

@@ -125,8 +125,11 @@ export class Model {
     }
   }
 
-  /** How many forward passes and tokens this model has run (to check what a call cost). */
-  stats(): { forwardCalls: number; tokensProcessed: number } {
+  /**
+   * How many forward passes and tokens this model has run, and the seconds the engine spent in
+   * them (excluding the hop between threads), to check what a call cost.
+   */
+  stats(): { forwardCalls: number; tokensProcessed: number; forwardSeconds: number } {
     return callNative(() => this.#native.stats())
   }
 

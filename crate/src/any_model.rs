@@ -1,7 +1,8 @@
 //! One handle over the architectures we run, so the loader and the bindings need not care which
 //! one a file held: the Llama/Qwen2 transformer (crate::model) or nanochat's GPT.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use crate::config::ModelConfig;
 use crate::error::Result;
@@ -41,10 +42,14 @@ impl LanguageModel {
     }
 
     pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
-        match &self.arch {
+        let started = Instant::now();
+        let out = match &self.arch {
             Architecture::Llama(m) => m.forward(batch, cache, which, cancel),
             Architecture::Nanochat(m) => m.forward(batch, cache, which, cancel),
-        }
+        };
+        // Time inside the engine, so a benchmark can tell it from the binding's and the caller's.
+        self.stats().forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
     }
 
     /// The cache-free reference path, `(len, vocab)` logits.

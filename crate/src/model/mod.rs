@@ -150,6 +150,8 @@ pub struct ForwardOutput {
 pub struct ModelStats {
     pub forward_calls: AtomicU64,
     pub tokens_processed: AtomicU64,
+    /// Wall time spent inside `forward`, in nanoseconds.
+    pub forward_nanos: AtomicU64,
 }
 
 pub struct Model {

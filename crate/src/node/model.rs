@@ -83,6 +83,8 @@ pub struct NativeForwardResult {
 pub struct NativeModelStats {
     pub forward_calls: f64,
     pub tokens_processed: f64,
+    /// Seconds spent computing forward passes (on the worker thread, excluding the hand-off).
+    pub forward_seconds: f64,
 }
 
 pub struct LoadTask {
@@ -267,6 +269,7 @@ impl NativeModel {
         Ok(NativeModelStats {
             forward_calls: m.model.stats().forward_calls.load(Ordering::Relaxed) as f64,
             tokens_processed: m.model.stats().tokens_processed.load(Ordering::Relaxed) as f64,
+            forward_seconds: m.model.stats().forward_nanos.load(Ordering::Relaxed) as f64 / 1e9,
         })
     }
 

@@ -1,0 +1,28 @@
+//! Throughput of our quantized matmul alone, for tuning the tile kernels:
+//! `cargo run --release --no-default-features --example matmul_speed -- [n] [k] [m]`
+use std::sync::Arc;
+use std::time::Instant;
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use kvengine::matmul::QuantMatrix;
+
+fn main() -> kvengine::Result<()> {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
+    let (n, k, m) = (args.first().copied().unwrap_or(1536), args.get(1).copied().unwrap_or(576), args.get(2).copied().unwrap_or(1));
+    let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0).collect();
+    let x: Vec<f32> = (0..m * k).map(|i| ((i * 104_729) % 2001) as f32 / 1000.0 - 1.0).collect();
+    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+        let q = Arc::new(QTensor::quantize(&Tensor::from_vec(w.clone(), (n, k), &Device::Cpu)?, dtype)?);
+        let Some(ours) = QuantMatrix::new(q) else { continue };
+        ours.forward(&x, m)?;
+        let reps = (2e10 / (n * k * m) as f64).clamp(3.0, 20_000.0) as usize;
+        let t = Instant::now();
+        for _ in 0..reps {
+            std::hint::black_box(ours.forward(std::hint::black_box(&x), m)?);
+        }
+        let s = t.elapsed().as_secs_f64() / reps as f64;
+        println!("{dtype:?} {n}x{k} m={m}: {:.1} us, {:.2} GMAC/s", s * 1e6, (n * k * m) as f64 / s / 1e9);
+    }
+    Ok(())
+}
