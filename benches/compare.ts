@@ -32,10 +32,12 @@ const llamaThreads = threadList(option('llama-threads', 'BENCH_LLAMA_THREADS') ?
 const base = quick ? QUICK : FULL
 const fullLarge = process.env.BENCH_LARGE_FULL === '1'
 const stamp = () => new Date().toISOString().slice(11, 19)
+/** The model the KV-cache and RSS studies run on (each takes many minutes). */
+const STUDY_MODEL = 'smollm2-q8_0'
 const progress = (s: string) => console.error(`[bench ${stamp()}] ${s}`)
 
 async function benchModel(m: BenchModel, prompt: number[]): Promise<ModelResult> {
-  const plan: Plan = planFor(base, m.large, fullLarge)
+  const plan: Plan = planFor(base, m.large, fullLarge, m.id === STUDY_MODEL)
   const header = readGgufHeader(m.path)
   const result: ModelResult = { id: m.id, label: m.label, path: m.path, large: m.large, weightBytes: header.fileBytes - header.dataStart, plan, runs: [], errors: [] }
   const jobs = [...kvThreads.map((t) => ['kvengine', t] as const), ...llamaThreads.map((t) => ['llama.cpp', t] as const)]

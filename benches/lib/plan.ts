@@ -54,12 +54,16 @@ export const QUICK: Plan = {
 /**
  * The 1B model's figures take minutes each (llama.cpp's sequential samples at 16 alone are ~5
  * minutes per thread count here): one repetition, samples 1 and 8 only (8 is target 3's figure)
- * unless `fullLarge` (BENCH_LARGE_FULL=1), and the two long studies only on SmolLM2.
+ * and prompts of at most 512 tokens, unless `fullLarge` (BENCH_LARGE_FULL=1). The two long studies (recomputation alone is ~20
+ * minutes) run on one model, `studies`: SmolLM2 Q8_0.
  */
-export function planFor(base: Plan, large: boolean, fullLarge = false): Plan {
-  if (!large) return base
+export function planFor(base: Plan, large: boolean, fullLarge = false, studies = !large): Plan {
+  const trimmed = studies ? base : { ...base, kv: null, rss: null }
+  if (!large) return trimmed
   const samples = fullLarge ? base.samples : base.samples.filter((n) => n === 1 || n === base.targets.samples)
-  return { ...base, prefillReps: 1, samples, kv: null, rss: null }
+  // A 2048-token prompt is minutes per engine and thread count on this model at 2 cores.
+  const short = (lengths: number[]) => (fullLarge ? lengths : lengths.filter((n) => n <= base.samplePrompt))
+  return { ...trimmed, prefillReps: 1, samples, prefillLengths: short(base.prefillLengths), decodeContexts: short(base.decodeContexts) }
 }
 
 export interface RunSpec {
