@@ -111,7 +111,7 @@ function buildAddon(env) {
   const outDir = join(root, 'npm', 'linux-x64-gnu-cuda')
   const staging = join(cache, 'addon')
   log('building the napi addon with --features cuda')
-  run('npx', ['napi', 'build', '--platform', '--release', '--features', 'cuda', '--manifest-path', 'crate/Cargo.toml', '-o', staging, '--no-js', '--no-dts-header'], { env })
+  run('npx', ['napi', 'build', '--platform', '--release', '--features', 'cuda', '--manifest-path', 'crate/Cargo.toml', '-o', staging, '--no-js', '--dts', 'index.d.ts'], { env })
   const built = readdirSync(staging).find((f) => f.endsWith('.node'))
   if (!built) throw new Error(`napi build left no .node in ${staging}`)
   copyFileSync(join(staging, built), join(outDir, 'kvengine.linux-x64-gnu-cuda.node'))
