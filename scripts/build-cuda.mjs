@@ -134,6 +134,9 @@ function buildGpuCheck(env) {
     run('strip', [join(out, name)])
     log(`wrote .cache/cuda/gpu-check/${name}`)
   }
+  // Packed, the pair is a few MB; unpacked it is near the 64 MiB a device call may carry.
+  run('tar', ['-cJf', join(cache, 'gpu-check.tar.xz'), '-C', cache, 'gpu-check'])
+  log('wrote .cache/cuda/gpu-check.tar.xz')
 }
 
 const args = new Set(process.argv.slice(2))
