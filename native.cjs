@@ -839,4 +839,5 @@ module.exports.NativeCancelToken = nativeBinding.NativeCancelToken
 module.exports.NativeKvCache = nativeBinding.NativeKvCache
 module.exports.NativeModel = nativeBinding.NativeModel
 module.exports.convertGguf = nativeBinding.convertGguf
+module.exports.hasCuda = nativeBinding.hasCuda
 module.exports.loadModel = nativeBinding.loadModel

@@ -66,11 +66,15 @@ export declare class NativeModel {
 /** Re-encodes a GGUF file's weights as f32, f16, q8_0, q4_0 or q4_k, off the JS thread. */
 export declare function convertGguf(input: string, output: string, target: string, progress?: (fraction: number) => void): Promise<void>
 
+/** Whether this build of the addon has the CUDA backend (`--features cuda`). */
+export declare function hasCuda(): boolean
+
 /**
  * Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
- * once per process, so only the first load's value counts.
+ * once per process, so only the first load's value counts. `device` is "cpu" (default) or
+ * "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in.
  */
-export declare function loadModel(path: string, threads?: number | undefined | null, progress?: (fraction: number) => void): Promise<NativeModel>
+export declare function loadModel(path: string, threads?: number | undefined | null, progress?: (fraction: number) => void, device?: string | undefined | null, dtype?: string | undefined | null): Promise<NativeModel>
 
 export interface NativeChatMessage {
   role: string
@@ -118,6 +122,8 @@ export interface NativeModelInfo {
   /** Tokens that end a turn: EOS and the chat format's end-of-turn marker. */
   eogTokens: Array<number>
   hasChatTemplate: boolean
+  /** Where the model runs: "cpu" or "cuda". */
+  device: string
 }
 
 export interface NativeModelStats {

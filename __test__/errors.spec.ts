@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import test, { type ExecutionContext } from 'ava'
 
 import { Engine, KvEngineError, Model, type KvEngineErrorCode } from '../index.js'
+import { native } from '../src/native.js'
 import { chatml, modelPath } from './models.js'
 
 const model = await Model.load(modelPath('Q8_0'))
@@ -23,6 +24,14 @@ async function rejects(t: ExecutionContext, p: Promise<unknown> | (() => unknown
 const drain = async (it: AsyncIterable<unknown>) => {
   for await (const _ of it);
 }
+
+test.serial('CUDA from a CPU-only build, and unknown devices', async (t) => {
+  await rejects(t, Model.load(modelPath('Q8_0'), { device: 'tpu' as 'cuda' }), 'INVALID_ARGUMENT', /device must be 'cpu' or 'cuda'/)
+  await rejects(t, Model.load(modelPath('Q8_0'), { dtype: 'f16' }), 'INVALID_ARGUMENT', /dtype applies to device 'cuda'/)
+  t.is(model.info.device, 'cpu')
+  if (native.hasCuda()) return t.log('this addon is the CUDA build; scripts/gpu-check.sh covers device "cuda"')
+  await rejects(t, Model.load(modelPath('Q8_0'), { device: 'cuda' }), 'UNSUPPORTED', /no CUDA support.*npm run build:cuda/)
+})
 
 test.serial('missing model path', async (t) => {
   await rejects(t, Model.load(join(scratch, 'nope.gguf')), 'NOT_FOUND', /nope\.gguf/)

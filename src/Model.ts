@@ -14,6 +14,12 @@ export interface ModelLoadOptions {
   threads?: number
   /** Called with the fraction of weights loaded, from 0 to 1. */
   onProgress?: (fraction: number) => void
+  /** Where the model runs. 'cuda' needs the CUDA build of the addon (the
+   * `kvengine-linux-x64-gnu-cuda` package, or `npm run build:cuda`) and an NVIDIA GPU; without
+   * either, loading fails with an `UNSUPPORTED` error. Defaults to 'cpu'. */
+  device?: 'cpu' | 'cuda'
+  /** What a CUDA model computes in (weights are converted once at load). Defaults to 'bf16'. */
+  dtype?: 'f32' | 'f16' | 'bf16'
 }
 
 export interface ForwardOptions {
@@ -48,7 +54,7 @@ export class Model {
     if (typeof path !== 'string' || path.length === 0) {
       throw new KvEngineError('INVALID_ARGUMENT', 'Model.load() needs the path of a .gguf file or a model directory')
     }
-    const { threads, onProgress } = options
+    const { threads, onProgress, device, dtype } = options
     if (threads !== undefined && (!Number.isInteger(threads) || threads < 1 || threads > 1024)) {
       throw new KvEngineError('INVALID_ARGUMENT', `threads must be an integer in 1..1024, got ${String(threads)}`)
     }
@@ -59,7 +65,7 @@ export class Model {
         { cause },
       )
     })
-    const handle = await awaitNative(() => native.loadModel(path, threads, onProgress))
+    const handle = await awaitNative(() => native.loadModel(path, threads, onProgress, device, dtype))
     return new Model(path, handle)
   }
 

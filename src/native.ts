@@ -1,19 +1,51 @@
 // The only module that touches the generated N-API binding. Everything else imports from here,
 // so the binding stays private and every native error becomes a KvEngineError in one place.
+import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 
 import { KvEngineError, type KvEngineErrorCode } from './KvEngineError.js'
 import type * as Binding from '../native.cjs'
 import { packageRoot } from './packageRoot.js'
+import { CUDA_ADDON, CUDA_PACKAGE, pickBinding } from './pickBinding.js'
 
 export type { NativeModel, NativeKvCache, NativeModelInfo, NativeForwardResult, NativeCancelToken } from '../native.cjs'
 
 const require = createRequire(import.meta.url)
 
-function loadBinding(): typeof Binding {
+function installedCudaAddons(root: string): string[] {
+  const found = [join(root, CUDA_ADDON), join(root, 'npm', 'linux-x64-gnu-cuda', CUDA_ADDON)].filter((p) => existsSync(p))
   try {
-    return require(join(packageRoot(), 'native.cjs')) as typeof Binding
+    found.push(require.resolve(CUDA_PACKAGE))
+  } catch {
+    // not installed
+  }
+  return found
+}
+
+function loadBinding(): typeof Binding {
+  const root = packageRoot()
+  const choice = pickBinding({
+    requested: process.env.KVENGINE_DEVICE,
+    platform: process.platform,
+    arch: process.arch,
+    cudaAddons: installedCudaAddons(root),
+    driver: existsSync('/proc/driver/nvidia/version'),
+  })
+  if (choice.kind === 'error') throw new KvEngineError('UNSUPPORTED', `kvengine: ${choice.message}`)
+  if (choice.kind === 'cuda') {
+    try {
+      return require(choice.path) as typeof Binding
+    } catch (cause) {
+      // The CUDA build links the driver's libcuda; where that fails to load, the CPU build still
+      // works unless CUDA was demanded.
+      if (process.env.KVENGINE_DEVICE?.trim().toLowerCase() === 'cuda') {
+        throw new KvEngineError('UNSUPPORTED', `kvengine: the CUDA build could not be loaded (${(cause as Error).message})`, { cause })
+      }
+    }
+  }
+  try {
+    return require(join(root, 'native.cjs')) as typeof Binding
   } catch (cause) {
     throw new KvEngineError(
       'UNSUPPORTED',

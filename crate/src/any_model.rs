@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::config::ModelConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
 use crate::model::{ForwardOutput, LogitsFor, Model, ModelStats};
 use crate::nanochat::NanochatModel;
@@ -13,6 +13,9 @@ use crate::nanochat::NanochatModel;
 pub enum Architecture {
     Llama(Model),
     Nanochat(NanochatModel),
+    /// The Llama/Qwen2 family on a CUDA GPU.
+    #[cfg(feature = "cuda")]
+    LlamaCuda(crate::cuda::model::CudaModel),
 }
 
 pub struct LanguageModel {
@@ -33,19 +36,33 @@ impl From<NanochatModel> for LanguageModel {
     }
 }
 
+#[cfg(feature = "cuda")]
+impl From<crate::cuda::model::CudaModel> for LanguageModel {
+    fn from(m: crate::cuda::model::CudaModel) -> Self {
+        Self { config: m.config.clone(), arch: Architecture::LlamaCuda(m) }
+    }
+}
+
 impl LanguageModel {
     pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
         match &self.arch {
             Architecture::Llama(m) => m.new_cache(batch, capacity),
             Architecture::Nanochat(m) => m.new_cache(batch, capacity),
+            #[cfg(feature = "cuda")]
+            Architecture::LlamaCuda(m) => m.new_cache(batch, capacity),
         }
     }
 
     pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
+        if cache.is_on_device() != self.on_gpu() {
+            return Err(Error::invalid("this KV cache was created for a model on another device"));
+        }
         let started = Instant::now();
         let out = match &self.arch {
             Architecture::Llama(m) => m.forward(batch, cache, which, cancel),
             Architecture::Nanochat(m) => m.forward(batch, cache, which, cancel),
+            #[cfg(feature = "cuda")]
+            Architecture::LlamaCuda(m) => m.forward(batch, cache, which, cancel),
         };
         // Time inside the engine, so a benchmark can tell it from the binding's and the caller's.
         self.stats().forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -57,6 +74,8 @@ impl LanguageModel {
         match &self.arch {
             Architecture::Llama(m) => m.forward_reference(tokens),
             Architecture::Nanochat(m) => m.forward_reference(tokens),
+            #[cfg(feature = "cuda")]
+            Architecture::LlamaCuda(_) => Err(Error::unsupported("the reference path runs on the CPU; load the model with device 'cpu'")),
         }
     }
 
@@ -64,6 +83,25 @@ impl LanguageModel {
         match &self.arch {
             Architecture::Llama(m) => &m.stats,
             Architecture::Nanochat(m) => &m.stats,
+            #[cfg(feature = "cuda")]
+            Architecture::LlamaCuda(m) => &m.stats,
         }
+    }
+
+    /// "cpu" or "cuda".
+    pub fn device(&self) -> &'static str {
+        if self.on_gpu() {
+            "cuda"
+        } else {
+            "cpu"
+        }
+    }
+
+    fn on_gpu(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if matches!(self.arch, Architecture::LlamaCuda(_)) {
+            return true;
+        }
+        false
     }
 }

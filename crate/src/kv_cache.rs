@@ -27,6 +27,9 @@ pub struct KvCache {
     /// Per row, the ids of its cached positions, kept only by models that record them (empty
     /// otherwise). Trimmed with the row, copied with it, cleared when it is reset.
     history: Vec<Vec<u32>>,
+    /// K/V on the GPU for a model running there; `k`/`v` above are then empty.
+    #[cfg(feature = "cuda")]
+    device: Option<crate::cuda::store::DeviceKv>,
 }
 
 impl KvCache {
@@ -49,7 +52,36 @@ impl KvCache {
             v: zeroed(elems)?,
             seqlens: vec![0; batch],
             history: vec![Vec::new(); batch],
+            #[cfg(feature = "cuda")]
+            device: None,
         })
+    }
+
+    /// A cache whose K/V live on a CUDA device, in `dtype`.
+    #[cfg(feature = "cuda")]
+    pub fn on_device(cfg: &ModelConfig, batch: usize, capacity: usize, dtype: candle_core::DType, device: &candle_core::Device) -> Result<Self> {
+        // Zero layers sizes the host buffers to nothing; the lengths and history stay here.
+        let mut cache = Self::new(&ModelConfig { n_layers: 0, ..cfg.clone() }, batch, capacity)?;
+        cache.n_layers = cfg.n_layers;
+        checked_elems(&[cfg.n_layers, batch, cache.capacity, cfg.n_kv_heads, cfg.head_dim])?;
+        let dims = (cfg.n_layers, batch, cache.capacity, cfg.n_kv_heads, cfg.head_dim);
+        cache.device = Some(crate::cuda::store::DeviceKv::zeros(dims, dtype, device)?);
+        Ok(cache)
+    }
+
+    /// The GPU store, for a cache made by `on_device`.
+    #[cfg(feature = "cuda")]
+    pub fn device_store(&self) -> Option<&crate::cuda::store::DeviceKv> {
+        self.device.as_ref()
+    }
+
+    /// Whether K/V live off the host (models check they were given a cache of their kind).
+    pub fn is_on_device(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if self.device.is_some() {
+            return true;
+        }
+        false
     }
 
     pub fn batch(&self) -> usize {
@@ -74,6 +106,10 @@ impl KvCache {
 
     /// Bytes held by K and V: 2·L·B·T·H_kv·D·sizeof(f32).
     pub fn size_bytes(&self) -> usize {
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            return d.size_bytes();
+        }
         2 * self.k.len() * std::mem::size_of::<f32>()
     }
 
@@ -112,6 +148,13 @@ impl KvCache {
         if src == dst {
             return Ok(());
         }
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            d.copy_row(src, dst)?;
+            self.seqlens[dst] = self.seqlens[src];
+            self.history[dst] = self.history[src].clone();
+            return Ok(());
+        }
         let len = self.seqlen(src) * self.n_kv_heads * self.head_dim;
         for layer in 0..self.n_layers {
             let from = self.offset(layer, src, 0);
@@ -137,6 +180,12 @@ impl KvCache {
             return Ok(());
         }
         let capacity = round_capacity(needed, self.max_len);
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &self.device {
+            self.device = Some(d.grown(capacity)?);
+            self.capacity = capacity;
+            return Ok(());
+        }
         let elems = checked_elems(&[self.n_layers, self.batch, capacity, self.n_kv_heads, self.head_dim])?;
         let row_stride = self.n_kv_heads * self.head_dim;
         let mut k = zeroed(elems)?;

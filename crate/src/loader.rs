@@ -9,10 +9,10 @@ use crate::chat_template::ChatTemplate;
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::gguf::GgufFile;
-use crate::model::Model;
 use crate::nanochat::checkpoint::{self, TensorMap};
 use crate::nanochat::tiktoken::TiktokenBpe;
 use crate::nanochat::NanochatModel;
+use crate::placement::{load_llama, Placement};
 use crate::safetensors_dir::SafetensorsDir;
 use crate::tokenizer::Tokenizer;
 
@@ -25,6 +25,11 @@ pub struct LoadedModel {
 }
 
 pub fn load(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+    load_on(path, Placement::Cpu, progress)
+}
+
+/// `load`, with the model placed on the given device.
+pub fn load_on(path: &Path, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
     crate::cpu_features::check()?;
     crate::memory::prefer_mmap_for_large_buffers();
     let meta = std::fs::metadata(path).map_err(|e| {
@@ -34,15 +39,16 @@ pub fn load(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
         ))
     })?;
     if checkpoint::is_checkpoint(path) {
+        crate::placement::check_nanochat(placement)?;
         load_nanochat(path, progress)
     } else if meta.is_dir() {
-        load_hf_dir(path, progress)
+        load_hf_dir(path, placement, progress)
     } else {
-        load_gguf(path, progress)
+        load_gguf(path, placement, progress)
     }
 }
 
-fn load_gguf(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+fn load_gguf(path: &Path, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
     let mut file = GgufFile::open(path)?;
     let config = file.config()?;
     let tokenizer = Tokenizer::from_gguf(&file)?;
@@ -52,12 +58,12 @@ fn load_gguf(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> 
         None => None,
     };
     let format = weight_format(&file);
-    let model = Model::load(&mut file, config, progress)?;
-    check_vocab(&model.config, &tokenizer)?;
-    Ok(LoadedModel { model: model.into(), tokenizer, chat_template, format })
+    check_vocab(&config, &tokenizer)?;
+    let model = load_llama(&mut file, config, placement, progress)?;
+    Ok(LoadedModel { model, tokenizer, chat_template, format })
 }
 
-fn load_hf_dir(dir: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+fn load_hf_dir(dir: &Path, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
     let mut weights = SafetensorsDir::open(dir)?;
     let config = weights.config()?;
     let tok_config_path = dir.join("tokenizer_config.json");
@@ -73,9 +79,9 @@ fn load_hf_dir(dir: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel>
         Some(src) => Some(ChatTemplate::new(&src, name(tokenizer.bos_token), name(tokenizer.eos_token))?),
         None => None,
     };
-    let model = Model::load(&mut weights, config, progress)?;
-    check_vocab(&model.config, &tokenizer)?;
-    Ok(LoadedModel { model: model.into(), tokenizer, chat_template, format: "safetensors".into() })
+    check_vocab(&config, &tokenizer)?;
+    let model = load_llama(&mut weights, config, placement, progress)?;
+    Ok(LoadedModel { model, tokenizer, chat_template, format: "safetensors".into() })
 }
 
 /// nanochat has no chat template: its format is rendered to ids (crate::nanochat::render).

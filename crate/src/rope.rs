@@ -15,6 +15,13 @@ pub struct RopeAngles {
     half: usize,
 }
 
+impl RopeAngles {
+    /// The `(N, D/2)` cos and sin tables, for a model that rotates on another device.
+    pub fn into_tables(self) -> (Vec<f32>, Vec<f32>) {
+        (self.cos, self.sin)
+    }
+}
+
 impl Rope {
     pub fn new(cfg: &ModelConfig) -> Self {
         let half = cfg.head_dim / 2;

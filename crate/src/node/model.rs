@@ -39,6 +39,8 @@ pub struct NativeModelInfo {
     /// Tokens that end a turn: EOS and the chat format's end-of-turn marker.
     pub eog_tokens: Vec<u32>,
     pub has_chat_template: bool,
+    /// Where the model runs: "cpu" or "cuda".
+    pub device: String,
 }
 
 #[napi(object)]
@@ -89,6 +91,7 @@ pub struct NativeModelStats {
 
 pub struct LoadTask {
     path: PathBuf,
+    placement: crate::Placement,
     progress: Option<ProgressFn>,
 }
 
@@ -99,7 +102,7 @@ impl Task for LoadTask {
     fn compute(&mut self) -> napi::Result<LoadedModel> {
         let progress = self.progress.take();
         guarded(|| {
-            crate::load(&self.path, &mut |f| {
+            crate::load_on(&self.path, self.placement, &mut |f| {
                 if let Some(p) = &progress {
                     p.call(f, ThreadsafeFunctionCallMode::NonBlocking);
                 }
@@ -112,10 +115,24 @@ impl Task for LoadTask {
     }
 }
 
+/// Whether this build of the addon has the CUDA backend (`--features cuda`).
+#[napi]
+pub fn has_cuda() -> bool {
+    cfg!(feature = "cuda")
+}
+
 /// Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
-/// once per process, so only the first load's value counts.
+/// once per process, so only the first load's value counts. `device` is "cpu" (default) or
+/// "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in.
 #[napi(ts_return_type = "Promise<NativeModel>")]
-pub fn load_model(path: String, threads: Option<u32>, #[napi(ts_arg_type = "(fraction: number) => void")] progress: Option<ProgressFn>) -> AsyncTask<LoadTask> {
+pub fn load_model(
+    path: String,
+    threads: Option<u32>,
+    #[napi(ts_arg_type = "(fraction: number) => void")] progress: Option<ProgressFn>,
+    device: Option<String>,
+    dtype: Option<String>,
+) -> napi::Result<AsyncTask<LoadTask>> {
+    let placement = crate::Placement::parse(device.as_deref(), dtype.as_deref()).map_err(super::to_napi)?;
     if let Some(n) = threads.filter(|&n| n > 0) {
         for var in ["RAYON_NUM_THREADS", "CANDLE_NUM_THREADS"] {
             if std::env::var_os(var).is_none() {
@@ -123,7 +140,7 @@ pub fn load_model(path: String, threads: Option<u32>, #[napi(ts_arg_type = "(fra
             }
         }
     }
-    AsyncTask::new(LoadTask { path: PathBuf::from(path), progress })
+    Ok(AsyncTask::new(LoadTask { path: PathBuf::from(path), placement, progress }))
 }
 
 pub struct ForwardTask {
@@ -184,6 +201,7 @@ impl NativeModel {
             add_bos_token: t.add_bos,
             eog_tokens: t.eog_tokens.clone(),
             has_chat_template: m.chat_template.is_some(),
+            device: m.model.device().into(),
         })
     }
 

@@ -1,0 +1,220 @@
+//! The Llama/Qwen2 transformer on a CUDA device: candle's tensor ops (cuBLAS matmuls, its RMSNorm
+//! and RoPE kernels) for everything but attention, which is our KV-cache kernel over the GPU
+//! store. Weights are dequantized on the host once at load and kept in the compute dtype.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use candle_core::{DType, Device, Tensor};
+
+use crate::config::{ModelConfig, RopeStyle};
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv_cache::KvCache;
+use crate::kvattn::{self, KvAttnParams, KvAttnPlan};
+use crate::model::{ForwardOutput, LogitsFor, ModelStats};
+use crate::weights::WeightSource;
+
+struct Linear {
+    /// `(out, in)`, as stored.
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = x.matmul(&self.weight.t()?)?;
+        Ok(match &self.bias {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
+        })
+    }
+}
+
+struct Block {
+    attn_norm: Tensor,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    ffn_norm: Tensor,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+pub struct CudaModel {
+    pub config: ModelConfig,
+    device: Device,
+    dtype: DType,
+    embed: Tensor,
+    blocks: Vec<Block>,
+    norm: Tensor,
+    lm_head: Tensor,
+    /// cos and sin of every position's angles, `(context, D/2)`, gathered per token each pass.
+    rope_cos: Tensor,
+    rope_sin: Tensor,
+    pub stats: ModelStats,
+}
+
+/// The tensors a pass shares across layers.
+struct Pass {
+    plan: KvAttnPlan,
+    cos: Tensor,
+    sin: Tensor,
+}
+
+impl CudaModel {
+    pub fn load(src: &mut dyn WeightSource, config: ModelConfig, device: &Device, dtype: DType, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(Error::unsupported(format!("the CUDA model computes in f32, f16 or bf16, not {dtype:?}")));
+        }
+        let get = |src: &mut dyn WeightSource, name: &str, dims: &[usize]| -> Result<Tensor> {
+            Ok(src.load_checked(name, dims)?.into_dense()?.to_dtype(dtype)?.to_device(device)?)
+        };
+        let (h, qd, kvd, ff) = (config.hidden_size, config.q_dim(), config.kv_dim(), config.intermediate_size);
+        let bias = config.architecture.has_qkv_bias();
+        let embed = get(src, "token_embd.weight", &[config.vocab_size, h])?;
+        let mut blocks = Vec::with_capacity(config.n_layers);
+        for layer in 0..config.n_layers {
+            let p = format!("blk.{layer}");
+            let linear = |src: &mut dyn WeightSource, n: &str, out: usize, inp: usize, with_bias: bool| -> Result<Linear> {
+                let weight = get(src, &format!("{p}.{n}.weight"), &[out, inp])?;
+                let bias = if with_bias { Some(get(src, &format!("{p}.{n}.bias"), &[out])?) } else { None };
+                Ok(Linear { weight, bias })
+            };
+            let q = linear(src, "attn_q", qd, h, bias)?;
+            let k = linear(src, "attn_k", kvd, h, bias)?;
+            let v = linear(src, "attn_v", kvd, h, bias)?;
+            let o = linear(src, "attn_output", h, qd, false)?;
+            let gate = linear(src, "ffn_gate", ff, h, false)?;
+            let up = linear(src, "ffn_up", ff, h, false)?;
+            let down = linear(src, "ffn_down", h, ff, false)?;
+            let attn_norm = get(src, &format!("{p}.attn_norm.weight"), &[h])?;
+            let ffn_norm = get(src, &format!("{p}.ffn_norm.weight"), &[h])?;
+            blocks.push(Block { attn_norm, q, k, v, o, ffn_norm, gate, up, down });
+            progress((layer + 1) as f64 / (config.n_layers + 1) as f64);
+        }
+        let norm = get(src, "output_norm.weight", &[h])?;
+        let lm_head = if src.contains("output.weight") { get(src, "output.weight", &[config.vocab_size, h])? } else { embed.clone() };
+        let (rope_cos, rope_sin) = rope_tables(&config, device, dtype)?;
+        progress(1.0);
+        Ok(Self { config, device: device.clone(), dtype, embed, blocks, norm, lm_head, rope_cos, rope_sin, stats: ModelStats::default() })
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        KvCache::on_device(&self.config, batch, capacity, self.dtype, &self.device)
+    }
+
+    /// Same contract as `Model::forward`: row lengths advance only if the whole pass succeeds.
+    pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
+        let vocab_size = self.config.vocab_size;
+        let new_lens = self.check(batch, cache)?;
+        let n: usize = new_lens.iter().sum();
+        if n == 0 {
+            return Ok(ForwardOutput { logits: Vec::new(), rows: Vec::new(), vocab_size });
+        }
+        let needed = cache.seqlens().iter().zip(&new_lens).map(|(&s, &l)| s as usize + l).max().unwrap_or(0);
+        cache.ensure_capacity(needed)?;
+        let store = cache.device_store().ok_or_else(|| Error::invalid("this KV cache lives on the CPU; create it from the CUDA model"))?;
+        self.stats.forward_calls.fetch_add(1, Ordering::Relaxed);
+        self.stats.tokens_processed.fetch_add(n as u64, Ordering::Relaxed);
+
+        let group = self.config.n_heads / self.config.n_kv_heads;
+        let plan = KvAttnPlan::new(cache.seqlens(), &new_lens, cache.capacity(), group, &self.device)?;
+        let pos = Tensor::new(plan.pos.as_slice(), &self.device)?;
+        let half = self.config.head_dim / 2;
+        let cos = self.rope_cos.index_select(&pos, 0)?.reshape((n, 1, half))?;
+        let sin = self.rope_sin.index_select(&pos, 0)?.reshape((n, 1, half))?;
+        let pass = Pass { plan, cos, sin };
+
+        let ids: Vec<u32> = batch.iter().flatten().copied().collect();
+        let mut x = self.embed.index_select(&Tensor::new(ids.as_slice(), &self.device)?, 0)?;
+        for (layer, block) in self.blocks.iter().enumerate() {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled"));
+            }
+            x = self.block_forward(block, layer, &x, &pass, (&store.k, &store.v))?;
+        }
+        let (picked, rows) = pick(&pass.plan, which);
+        let x = if picked.len() == n { x } else { x.index_select(&Tensor::new(picked.as_slice(), &self.device)?, 0)? };
+        let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
+        let logits = x.matmul(&self.lm_head.t()?)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        let lens: Vec<usize> = cache.seqlens().iter().zip(&new_lens).map(|(&s, &l)| s as usize + l).collect();
+        for (row, len) in lens.into_iter().enumerate() {
+            cache.set_seqlen(row, len);
+        }
+        Ok(ForwardOutput { logits, rows, vocab_size })
+    }
+
+    fn check(&self, batch: &[Vec<u32>], cache: &KvCache) -> Result<Vec<usize>> {
+        if batch.len() != cache.batch() {
+            return Err(Error::invalid(format!("got token lists for {} rows but the cache has {} rows", batch.len(), cache.batch())));
+        }
+        if cache.n_layers() != self.config.n_layers || !cache.is_on_device() {
+            return Err(Error::invalid("this cache was created for a different model"));
+        }
+        for (row, tokens) in batch.iter().enumerate() {
+            if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+                return Err(Error::invalid(format!("token id {bad} in row {row} is out of range: the vocabulary has {} tokens", self.config.vocab_size)));
+            }
+            let after = cache.seqlen(row) + tokens.len();
+            if after > self.config.context_length {
+                return Err(Error::new(
+                    ErrorKind::ContextOverflow,
+                    format!("row {row} would hold {after} tokens but the model's context is {} tokens; shorten the prompt or lower maxTokens", self.config.context_length),
+                ));
+            }
+        }
+        Ok(batch.iter().map(Vec::len).collect())
+    }
+
+    fn block_forward(&self, b: &Block, layer: usize, x: &Tensor, pass: &Pass, (k_cache, v_cache): (&Tensor, &Tensor)) -> Result<Tensor> {
+        let cfg = &self.config;
+        let (n, eps) = (x.dim(0)?, cfg.rms_norm_eps);
+        let h = candle_nn::ops::rms_norm(x, &b.attn_norm, eps)?;
+        // Each token is its own rope "batch" of one position, so rows at different lengths rotate
+        // by their own angles.
+        let rope = |y: Tensor, heads: usize| -> Result<Tensor> {
+            let y = y.reshape((n, heads, 1, cfg.head_dim))?;
+            let y = match cfg.rope_style {
+                RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(&y, &pass.cos, &pass.sin)?,
+                RopeStyle::HalfSplit => candle_nn::rotary_emb::rope(&y, &pass.cos, &pass.sin)?,
+            };
+            Ok(y.reshape((n, heads, cfg.head_dim))?)
+        };
+        let q = rope(b.q.forward(&h)?, cfg.n_heads)?;
+        let k = rope(b.k.forward(&h)?, cfg.n_kv_heads)?;
+        let v = b.v.forward(&h)?.reshape((n, cfg.n_kv_heads, cfg.head_dim))?;
+        kvattn::append(k_cache, v_cache, layer, &k, &v, &pass.plan)?;
+        let params = KvAttnParams { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: None, num_splits: None };
+        let attn = kvattn::attend(&q, k_cache, v_cache, layer, &pass.plan, params)?.reshape((n, cfg.q_dim()))?;
+        let x = (x + b.o.forward(&attn)?)?;
+        let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, eps)?;
+        let mlp = (candle_nn::ops::silu(&b.gate.forward(&h)?)? * b.up.forward(&h)?)?;
+        Ok((x + b.down.forward(&mlp)?)?)
+    }
+}
+
+/// Packed indices that get logits, and the cache row of each.
+fn pick(plan: &KvAttnPlan, which: LogitsFor) -> (Vec<u32>, Vec<u32>) {
+    let n = plan.n_tokens();
+    let picked: Vec<u32> = match which {
+        LogitsFor::All => (0..n as u32).collect(),
+        LogitsFor::LastPerRow => (0..n).filter(|&i| i + 1 == n || plan.rows[i + 1] != plan.rows[i]).map(|i| i as u32).collect(),
+    };
+    let rows = picked.iter().map(|&i| plan.rows[i as usize]).collect();
+    (picked, rows)
+}
+
+/// The angles the CPU path uses (`crate::rope`), for every position of the context.
+fn rope_tables(cfg: &ModelConfig, device: &Device, dtype: DType) -> Result<(Tensor, Tensor)> {
+    let rope = crate::rope::Rope::new(cfg);
+    let positions: Vec<usize> = (0..cfg.context_length).collect();
+    let (cos, sin) = rope.angles(&positions).into_tables();
+    let shape = (cfg.context_length, cfg.head_dim / 2);
+    let table = |v: Vec<f32>| -> Result<Tensor> { Ok(Tensor::from_vec(v, shape, &Device::Cpu)?.to_dtype(dtype)?.to_device(device)?) };
+    Ok((table(cos)?, table(sin)?))
+}
