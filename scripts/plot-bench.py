@@ -55,6 +55,20 @@ def grid(plt, n):
     return fig, list(axes.flat)
 
 
+def label_axes(ax, heading, xlabel, ylabel):
+    ax.set_title(heading)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def save(fig, results, heading, path):
+    fig.suptitle(title(results, heading))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def plot_context(plt, results, path):
     models = results["models"]
     fig, axes = grid(plt, len(models))
@@ -70,14 +84,8 @@ def plot_context(plt, results, path):
         ax.set_yscale("log")
         contexts = sorted(set(m["plan"]["prefillLengths"]) | set(m["plan"]["decodeContexts"]))
         ax.set_xticks(contexts, [str(c) for c in contexts])
-        ax.set_title(m["label"])
-        ax.set_xlabel("context length (prompt tokens)")
-        ax.set_ylabel("tokens/s")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(title(results, "tokens/s against context length"))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+        label_axes(ax, m["label"], "context length (prompt tokens)", "tokens/s")
+    save(fig, results, "tokens/s against context length", path)
 
 
 def plot_samples(plt, results, path):
@@ -89,15 +97,9 @@ def plot_samples(plt, results, path):
             if agg:
                 ax.plot(list(agg), list(agg.values()), "o-", color=color, label=engine)
         p = m["plan"]
-        ax.set_title(m["label"])
-        ax.set_xlabel(f"samples from one {p['samplePrompt']}-token prompt ({p['sampleTokens']} tokens each)")
-        ax.set_ylabel("aggregate tokens/s (prefill included)")
         ax.set_xticks(p["samples"])
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(title(results, "aggregate tokens/s against number of samples"))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+        label_axes(ax, m["label"], f"samples from one {p['samplePrompt']}-token prompt ({p['sampleTokens']} tokens each)", "aggregate tokens/s (prefill included)")
+    save(fig, results, "aggregate tokens/s against number of samples", path)
 
 
 def title(results, what):
