@@ -23,7 +23,6 @@ pub mod nanochat;
 pub mod placement;
 pub mod rope;
 pub mod safetensors_dir;
-pub mod simd;
 pub mod tokenizer;
 pub mod weights;
 

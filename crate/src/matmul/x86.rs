@@ -49,6 +49,9 @@ pub struct Tile<const MR: usize, const NR: usize> {
     pub scales: [*const f32; MR],
 }
 
+/// How many tiles ahead of the current one the weights are prefetched.
+const PREFETCH_TILES: usize = 2;
+
 macro_rules! tile_kernel {
     ($name:ident, $dot:ident $(, $feature:literal)?) => {
         /// `out[j][i]` = row j of the activations · weight row i, over `blocks` blocks.
@@ -56,7 +59,17 @@ macro_rules! tile_kernel {
         pub unsafe fn $name<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
             let stride = format.block_bytes();
             let mut acc = [[_mm256_setzero_ps(); NR]; MR];
+            // The NR rows are adjacent, and the next tiles continue right after them: pulling
+            // that stretch in while this tile computes keeps batch-1 decode at memory speed
+            // instead of stalling on every row's first lines.
+            let tile_bytes = NR * blocks * stride;
+            let ahead = tile.weights[0].wrapping_add(tile_bytes * PREFETCH_TILES);
             for b in 0..blocks {
+                let mut line = 0;
+                while line < NR * stride {
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(b * NR * stride + line) as *const i8);
+                    line += 64;
+                }
                 let mut abs_w = [_mm256_setzero_si256(); NR];
                 let mut w = [_mm256_setzero_si256(); NR];
                 let mut scale_w = [0.0f32; NR];

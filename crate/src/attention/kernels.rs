@@ -1,0 +1,269 @@
+//! The three inner loops of attention, over one query and a run of cached keys or values laid
+//! out `stride` floats apart: scores, shifted exponentials, and the weighted sum of values.
+//! AVX2 versions where the build targets it, a portable definition beside each, and the same
+//! `KVENGINE_KERNEL=portable` switch as the matmul to run the portable ones.
+
+use crate::matmul::{kernel, Kernel};
+
+/// `scores[j] = scale · (q · key_j)`, key `j` at `keys[j * stride..][..q.len()]`.
+pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, scores: &mut [f32]) {
+    assert!(scores.is_empty() || keys.len() >= (scores.len() - 1) * stride + q.len(), "keys out of range");
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if kernel() != Kernel::Portable && q.len() % 8 == 0 {
+        // SAFETY: the assert above bounds every key read; q.len() is a multiple of 8 lanes.
+        return unsafe { x86::scores(q, keys, stride, scale, scores) };
+    }
+    portable::scores(q, keys, stride, scale, scores)
+}
+
+/// `out += Σ_j p[j] · value_j`, value `j` at `values[j * stride..][..out.len()]`.
+pub fn accumulate(p: &[f32], values: &[f32], stride: usize, out: &mut [f32]) {
+    assert!(p.is_empty() || values.len() >= (p.len() - 1) * stride + out.len(), "values out of range");
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if kernel() != Kernel::Portable && out.len() % 8 == 0 {
+        // SAFETY: the assert above bounds every value read; out.len() is a multiple of 8 lanes.
+        return unsafe { x86::accumulate(p, values, stride, out) };
+    }
+    portable::accumulate(p, values, stride, out)
+}
+
+/// `x ← exp(x - max)` over the row; returns `(max, Σ exp)`. `-inf` entries become exactly 0;
+/// a row of only `-inf` is left as it is and returns `(-inf, 0)`.
+pub fn exp_shifted(row: &mut [f32]) -> (f32, f32) {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max == f32::NEG_INFINITY {
+        return (max, 0.0);
+    }
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if kernel() != Kernel::Portable {
+        // SAFETY: only reads and writes inside `row`.
+        return (max, unsafe { x86::exp_shifted(row, max) });
+    }
+    (max, portable::exp_shifted(row, max))
+}
+
+pub(super) mod portable {
+    /// Independent per-lane accumulators: a fixed sum order that also vectorises.
+    pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+        const LANES: usize = 16;
+        let mut acc = [0.0f32; LANES];
+        let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+        let tail: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
+        for (x, y) in a_chunks.zip(b_chunks) {
+            for i in 0..LANES {
+                acc[i] += x[i] * y[i];
+            }
+        }
+        acc.iter().sum::<f32>() + tail
+    }
+
+    pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, scores: &mut [f32]) {
+        for (j, s) in scores.iter_mut().enumerate() {
+            *s = dot(q, &keys[j * stride..][..q.len()]) * scale;
+        }
+    }
+
+    pub fn accumulate(p: &[f32], values: &[f32], stride: usize, out: &mut [f32]) {
+        let d = out.len();
+        for (j, &pj) in p.iter().enumerate() {
+            for (o, &v) in out.iter_mut().zip(&values[j * stride..][..d]) {
+                *o += pj * v;
+            }
+        }
+    }
+
+    pub fn exp_shifted(row: &mut [f32], max: f32) -> f32 {
+        let mut sum = 0.0f32;
+        for x in row.iter_mut() {
+            *x = if *x == f32::NEG_INFINITY { 0.0 } else { exp_approx(*x - max) };
+            sum += *x;
+        }
+        sum
+    }
+
+    /// `e^x` to about 2 ulp for the range softmax uses (x <= 0), branch-free: x = n·ln2 + r
+    /// with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial, 2^n put into the exponent.
+    #[inline(always)]
+    pub fn exp_approx(x: f32) -> f32 {
+        // Below this e^x is under f32's smallest normal; flushing to zero is what softmax wants.
+        let x = x.max(-87.0);
+        let n = (x * super::LOG2_E).round();
+        let r = (x - n * super::LN2_HI) - n * super::LN2_LO;
+        let p = super::TAYLOR.iter().rev().fold(0.0, |acc, &c| acc * r + c);
+        p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    }
+}
+
+const LOG2_E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_145_75;
+const LN2_LO: f32 = 1.428_606_8e-6;
+/// 1/k! for k = 0..=6.
+const TAYLOR: [f32; 7] = [1.0, 1.0, 0.5, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0];
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// Eight keys at a time, one accumulator each, reduced together by a tree of `hadd`s.
+    pub unsafe fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, scores: &mut [f32]) {
+        let d = q.len();
+        let (qp, kp) = (q.as_ptr(), keys.as_ptr());
+        let n = scores.len();
+        let mut j = 0;
+        while j + 8 <= n {
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for c in (0..d).step_by(8) {
+                let qv = _mm256_loadu_ps(qp.add(c));
+                for (kk, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp.add((j + kk) * stride + c)), *a);
+                }
+            }
+            let sums = reduce8(&acc);
+            _mm256_storeu_ps(scores.as_mut_ptr().add(j), _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
+            j += 8;
+        }
+        for (jj, s) in scores.iter_mut().enumerate().skip(j) {
+            let mut acc = _mm256_setzero_ps();
+            for c in (0..d).step_by(8) {
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(c)), _mm256_loadu_ps(kp.add(jj * stride + c)), acc);
+            }
+            *s = horizontal_sum(acc) * scale;
+        }
+    }
+
+    /// Lane i of the result is the sum of all lanes of `v[i]`.
+    #[inline(always)]
+    unsafe fn reduce8(v: &[__m256; 8]) -> __m256 {
+        let a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+        let b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+        _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31))
+    }
+
+    #[inline(always)]
+    unsafe fn horizontal_sum(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+    }
+
+    /// The output is walked 64 floats (8 registers) at a time, so the running sums stay in
+    /// registers across all keys; narrower heads or tails go 8 floats at a time.
+    pub unsafe fn accumulate(p: &[f32], values: &[f32], stride: usize, out: &mut [f32]) {
+        let mut c = 0;
+        while c + 64 <= out.len() {
+            accumulate_lanes::<8>(p, values.as_ptr().add(c), stride, out.as_mut_ptr().add(c));
+            c += 64;
+        }
+        while c < out.len() {
+            accumulate_lanes::<1>(p, values.as_ptr().add(c), stride, out.as_mut_ptr().add(c));
+            c += 8;
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn accumulate_lanes<const R: usize>(p: &[f32], values: *const f32, stride: usize, out: *mut f32) {
+        let mut acc: [__m256; R] = std::array::from_fn(|r| _mm256_loadu_ps(out.add(8 * r)));
+        for (j, &pj) in p.iter().enumerate() {
+            let w = _mm256_set1_ps(pj);
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(values.add(j * stride + 8 * r)), *a);
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.add(8 * r), *a);
+        }
+    }
+
+    /// The portable `exp_approx`, eight lanes at a time; the tail goes through the portable one.
+    pub unsafe fn exp_shifted(row: &mut [f32], max: f32) -> f32 {
+        let (shift, neg_inf) = (_mm256_set1_ps(max), _mm256_set1_ps(f32::NEG_INFINITY));
+        let mut sum = _mm256_setzero_ps();
+        let mut chunks = row.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            let x = _mm256_loadu_ps(chunk.as_ptr());
+            let e = exp8(_mm256_sub_ps(x, shift));
+            let e = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(x, neg_inf), e);
+            _mm256_storeu_ps(chunk.as_mut_ptr(), e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        horizontal_sum(sum) + super::portable::exp_shifted(chunks.into_remainder(), max)
+    }
+
+    #[inline(always)]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(x, _mm256_set1_ps(super::LOG2_E)));
+        let r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(super::LN2_HI))), _mm256_mul_ps(n, _mm256_set1_ps(super::LN2_LO)));
+        let mut p = _mm256_setzero_ps();
+        for &c in super::TAYLOR.iter().rev() {
+            p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c));
+        }
+        let bits = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
+        _mm256_mul_ps(p, _mm256_castsi256_ps(bits))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noise(seed: usize, n: usize) -> Vec<f32> {
+        (0..n).map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 / 500.0) - 1.0).collect()
+    }
+
+    #[test]
+    fn exp_approx_matches_std_exp() {
+        let mut worst = 0.0f32;
+        for i in 0..=87_000 {
+            let x = -(i as f32) / 1000.0;
+            let (got, want) = (portable::exp_approx(x), x.exp());
+            if want > f32::MIN_POSITIVE {
+                worst = worst.max(((got - want) / want).abs());
+            }
+        }
+        assert!(worst < 1e-6, "worst relative error {worst}");
+    }
+
+    #[test]
+    fn exp_shifted_zeroes_masked_positions() {
+        for len in [4, 8, 13, 40] {
+            let mut row: Vec<f32> = noise(len, len).iter().map(|x| x * 10.0).collect();
+            row[1] = f32::NEG_INFINITY;
+            let want_max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let want: Vec<f32> = row.iter().map(|x| (x - want_max).exp()).collect();
+            let (max, sum) = exp_shifted(&mut row);
+            assert_eq!(max, want_max);
+            assert_eq!(row[1], 0.0);
+            for (got, want) in row.iter().zip(&want) {
+                assert!((got - want).abs() < 1e-6, "len {len}: {got} vs {want}");
+            }
+            assert!((sum - want.iter().sum::<f32>()).abs() < 1e-5);
+        }
+        let mut masked = [f32::NEG_INFINITY; 3];
+        assert_eq!(exp_shifted(&mut masked), (f32::NEG_INFINITY, 0.0));
+    }
+
+    /// The dispatching kernels (AVX2 on this build) against the portable definitions and a
+    /// plain f64 sum, for head widths with and without 64-float blocks and ragged key counts.
+    #[test]
+    fn kernels_equal_their_definitions() {
+        for (d, stride, n) in [(64, 192, 37), (128, 256, 64), (8, 8, 5), (80, 80, 17), (12, 12, 9)] {
+            let (q, keys) = (noise(d, d), noise(n, n * stride));
+            let (mut got, mut want) = (vec![0.0; n], vec![0.0; n]);
+            scores(&q, &keys, stride, 0.125, &mut got);
+            portable::scores(&q, &keys, stride, 0.125, &mut want);
+            for j in 0..n {
+                let exact: f64 = (0..d).map(|c| q[c] as f64 * keys[j * stride + c] as f64).sum::<f64>() * 0.125;
+                assert!((got[j] as f64 - exact).abs() < 1e-5 && (want[j] as f64 - exact).abs() < 1e-5, "d {d} key {j}");
+            }
+            let p = noise(7, n);
+            let (mut got, mut want) = (noise(1, d), noise(1, d));
+            accumulate(&p, &keys, stride, &mut got);
+            portable::accumulate(&p, &keys, stride, &mut want);
+            for c in 0..d {
+                let exact = noise(1, d)[c] as f64 + (0..n).map(|j| p[j] as f64 * keys[j * stride + c] as f64).sum::<f64>();
+                assert!((got[c] as f64 - exact).abs() < 1e-4 && (want[c] as f64 - exact).abs() < 1e-4, "d {d} lane {c}");
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Causal attention of a packed batch of new tokens over the KV store.
+//!
+//! Tokens of all rows are packed one after another (no padding). Token `i` of a row that held
+//! `p` positions before this pass sits at position `p + i` and sees cache positions `0..=p+i`
+//! of its own row (or the last `window + 1` of them): the rectangular causal mask, which makes
+//! prefill (many tokens), chunked prefill (many tokens after a prefix) and decode (one token)
+//! the same code path.
+//!
+//! Work is cut into items (a block of one row's tokens × one KV head × a range of keys). Each
+//! item returns an unnormalised partial softmax, and partials over different key ranges of the
+//! same queries are merged at the end (flash-decoding): at decode there are only a few heads per
+//! row, so long contexts are split across threads by key range instead.
+
+mod kernels;
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+
+use crate::kv_cache::KvCache;
+
+/// Where each packed token lives: its row and its absolute position in that row.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenSlot {
+    pub row: usize,
+    pub pos: usize,
+}
+
+pub struct AttentionShape {
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    /// Sliding window: a query at position `p` sees keys `p - window ..= p`. `None` is full
+    /// causal attention.
+    pub window: Option<usize>,
+}
+
+impl AttentionShape {
+    fn visible(&self, pos: usize) -> Range<usize> {
+        self.window.map_or(0, |w| pos.saturating_sub(w))..pos + 1
+    }
+}
+
+/// Consecutive tokens of one row attended together, so each cached key is loaded once for all
+/// of them (and for every query head sharing its KV head) rather than once per token.
+const QUERY_BLOCK: usize = 16;
+/// Keys scored and summed per pass over the queries: 64 keys of a 128-wide head are 32 KiB, so
+/// a chunk stays in L1 while every query of the item reads it.
+const KEY_CHUNK: usize = 64;
+/// A key range is split for parallelism only into pieces at least this long; shorter pieces
+/// cost more to merge than they gain.
+const MIN_SPLIT_KEYS: usize = 256;
+
+/// A unit of parallel work: a run of packed tokens of one row, against one KV head, over a
+/// range of key positions.
+struct Item {
+    first: usize,
+    len: usize,
+    kv_head: usize,
+    keys: Range<usize>,
+}
+
+/// Per query of an item: the max score, the sum of `exp(score - max)`, and the values weighted
+/// by those exponentials (not yet divided by the sum).
+struct Partial {
+    max: Vec<f32>,
+    sum: Vec<f32>,
+    out: Vec<f32>,
+}
+
+/// `q` is `(N, H, D)` with RoPE applied; the cache already holds this pass's K/V. Returns
+/// `(N, H, D)`. Attention over a long prompt is the longest stretch of a layer, so remaining
+/// items are skipped once `cancel` is set; the caller then discards the output.
+pub fn attend(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, cancel: Option<&AtomicBool>) -> Vec<f32> {
+    attend_split_for(rayon::current_num_threads(), cache, layer, slots, q, shape, cancel)
+}
+
+/// `attend`, planned as if for `threads` threads (tests force key-range splits with it).
+fn attend_split_for(threads: usize, cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, cancel: Option<&AtomicBool>) -> Vec<f32> {
+    let items = plan_items(slots, shape, threads);
+    let partials: Vec<Option<Partial>> = items
+        .par_iter()
+        .map(|item| {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return None;
+            }
+            Some(attend_item(cache, layer, slots, q, shape, item))
+        })
+        .collect();
+    let (h, d) = (shape.n_heads, shape.head_dim);
+    let group = h / shape.n_kv_heads;
+    let mut out = vec![0.0f32; slots.len() * h * d];
+    // Items over the same queries are adjacent in plan order; merge each run of them.
+    let mut start = 0;
+    while start < items.len() {
+        let same = |i: &Item| i.first == items[start].first && i.kv_head == items[start].kv_head;
+        let end = start + items[start..].iter().take_while(|i| same(i)).count();
+        let parts: Vec<&Partial> = partials[start..end].iter().flatten().collect();
+        if parts.len() == end - start {
+            let item = &items[start];
+            for (qi, merged) in merge(&parts, d).chunks_exact(d).enumerate() {
+                // Query qi is head `qi % group` of the item's KV head, for token `qi / group`.
+                let at = ((item.first + qi / group) * h + item.kv_head * group + qi % group) * d;
+                out[at..at + d].copy_from_slice(merged);
+            }
+        }
+        start = end;
+    }
+    out
+}
+
+/// Query blocks × KV heads, with key ranges split when there are too few items to keep every
+/// thread busy (decode at small batch).
+fn plan_items(slots: &[TokenSlot], shape: &AttentionShape, threads: usize) -> Vec<Item> {
+    let mut blocks = Vec::new();
+    let mut first = 0;
+    while first < slots.len() {
+        let row = slots[first].row;
+        let len = slots[first..].iter().take(QUERY_BLOCK).take_while(|s| s.row == row).count();
+        let keys = shape.visible(slots[first].pos).start..slots[first + len - 1].pos + 1;
+        blocks.push((first, len, keys));
+        first += len;
+    }
+    let wanted = 4 * threads;
+    let base = blocks.len() * shape.n_kv_heads;
+    let mut items = Vec::new();
+    for (first, len, keys) in blocks {
+        let pieces = if base >= wanted { 1 } else { wanted.div_ceil(base).min(keys.len() / MIN_SPLIT_KEYS).max(1) };
+        let step = keys.len().div_ceil(pieces).next_multiple_of(KEY_CHUNK);
+        for kv_head in 0..shape.n_kv_heads {
+            for lo in keys.clone().step_by(step) {
+                items.push(Item { first, len, kv_head, keys: lo..(lo + step).min(keys.end) });
+            }
+        }
+    }
+    items
+}
+
+/// The item's queries against its key range: one `Partial` over `len × group` queries.
+fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, item: &Item) -> Partial {
+    let (h, d, kvh) = (shape.n_heads, shape.head_dim, shape.n_kv_heads);
+    let group = h / kvh;
+    let scale = 1.0 / (d as f32).sqrt();
+    let stride = kvh * d;
+    let (k_row, v_row) = cache.row(layer, slots[item.first].row);
+    let (k_head, v_head) = (&k_row[item.kv_head * d..], &v_row[item.kv_head * d..]);
+    // Query qi: its vector and the keys it sees inside this item's range.
+    let queries: Vec<(&[f32], Range<usize>)> = (0..item.len * group)
+        .map(|qi| {
+            let slot = slots[item.first + qi / group];
+            let at = ((item.first + qi / group) * h + item.kv_head * group + qi % group) * d;
+            let seen = shape.visible(slot.pos);
+            (&q[at..at + d], seen.start.max(item.keys.start)..seen.end.min(item.keys.end))
+        })
+        .collect();
+    let span = item.keys.len();
+    let chunks = |qr: &Range<usize>, lo: usize| (qr.start.max(lo))..(qr.end.min(lo + KEY_CHUNK));
+
+    // Scores, one row of `span` per query, -inf where a query sees no key.
+    let mut scores = vec![f32::NEG_INFINITY; queries.len() * span];
+    for lo in item.keys.clone().step_by(KEY_CHUNK) {
+        for ((query, seen), row) in queries.iter().zip(scores.chunks_exact_mut(span)) {
+            let keys = chunks(seen, lo);
+            if !keys.is_empty() {
+                let at = keys.start - item.keys.start;
+                kernels::scores(query, &k_head[keys.start * stride..], stride, scale, &mut row[at..at + keys.len()]);
+            }
+        }
+    }
+    let (mut max, mut sum) = (Vec::with_capacity(queries.len()), Vec::with_capacity(queries.len()));
+    for row in scores.chunks_exact_mut(span) {
+        let (m, s) = kernels::exp_shifted(row);
+        max.push(m);
+        sum.push(s);
+    }
+    // Weighted values, again a chunk of keys at a time for every query.
+    let mut out = vec![0.0f32; queries.len() * d];
+    for lo in item.keys.clone().step_by(KEY_CHUNK) {
+        for (((_, seen), row), o) in queries.iter().zip(scores.chunks_exact(span)).zip(out.chunks_exact_mut(d)) {
+            let keys = chunks(seen, lo);
+            if !keys.is_empty() {
+                let at = keys.start - item.keys.start;
+                kernels::accumulate(&row[at..at + keys.len()], &v_head[keys.start * stride..], stride, o);
+            }
+        }
+    }
+    Partial { max, sum, out }
+}
+
+/// Softmax-weighted values of each query from the partials over its key ranges: each partial
+/// is rescaled to the overall max before the sums are combined.
+fn merge(parts: &[&Partial], d: usize) -> Vec<f32> {
+    let n = parts.first().map_or(0, |p| p.max.len());
+    let mut merged = vec![0.0f32; n * d];
+    for (qi, o) in merged.chunks_exact_mut(d).enumerate() {
+        let max = parts.iter().map(|p| p.max[qi]).fold(f32::NEG_INFINITY, f32::max);
+        if max == f32::NEG_INFINITY {
+            continue;
+        }
+        let mut total = 0.0f32;
+        for part in parts {
+            let weight = (part.max[qi] - max).exp();
+            total += weight * part.sum[qi];
+            for (m, &x) in o.iter_mut().zip(&part.out[qi * d..(qi + 1) * d]) {
+                *m += weight * x;
+            }
+        }
+        o.iter_mut().for_each(|m| *m /= total);
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests;
