@@ -259,26 +259,17 @@ fn checked_elems(dims: &[usize]) -> Result<usize> {
     }
 }
 
-/// A zero-filled buffer whose allocation failure is an error, not an abort. `alloc_zeroed` lets
-/// the OS hand out untouched zero pages, so capacity that is never written costs no memory.
+/// A zero-filled buffer whose allocation failure is an error, not an abort. Every page is
+/// touched here, while the cache is made: the memory a cache of this capacity needs is then
+/// resident from the start (as llama.cpp's context is), so RSS stays flat while it fills and no
+/// decode step stops for page faults.
 fn zeroed(elems: usize) -> Result<Vec<f32>> {
-    if elems == 0 {
-        return Ok(Vec::new());
-    }
-    let layout = std::alloc::Layout::array::<f32>(elems)
-        .map_err(|_| Error::invalid(format!("a KV buffer of {elems} floats is too large")))?;
-    // SAFETY: the layout is non-zero and valid for `elems` f32s; all-zero bytes are a valid f32;
-    // the pointer comes from the global allocator with the exact layout Vec will free it with.
-    unsafe {
-        let ptr = std::alloc::alloc_zeroed(layout) as *mut f32;
-        if ptr.is_null() {
-            return Err(Error::invalid(format!(
-                "could not allocate {} MiB for the KV cache; use a smaller batch or context",
-                elems * 4 >> 20
-            )));
-        }
-        Ok(Vec::from_raw_parts(ptr, elems, elems))
-    }
+    let mut buffer = Vec::new();
+    buffer.try_reserve_exact(elems).map_err(|_| {
+        Error::invalid(format!("could not allocate {} MiB for the KV cache; use a smaller batch or context", elems * 4 >> 20))
+    })?;
+    buffer.resize(elems, 0.0);
+    Ok(buffer)
 }
 
 #[cfg(test)]

@@ -127,12 +127,12 @@ fn absurd_kv_cache_dims_are_errors_not_aborts() {
     assert_eq!(cache.ensure_capacity(513).unwrap_err().kind, ErrorKind::ContextOverflow);
     // Growth to 4 TiB per buffer fails and keeps the old buffers. Only meaningful where the
     // kernel refuses obvious overcommits (mode 0 or 2): with mode 1 the mapping would succeed.
-    // The starting buffers (1 GiB each) are zero pages that are never touched.
+    // The starting buffers are 256 MiB each (a cache touches its pages when it is made).
     let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap_or_default();
     if overcommit.trim() != "1" {
-        let mut grow = new(&config_with(1, 256, 1024, 1 << 22), 1, 1).unwrap_or_else(|e| panic!("{}", e.message));
+        let mut grow = new(&config_with(1, 64, 1024, 1 << 24), 1, 1).unwrap_or_else(|e| panic!("{}", e.message));
         assert_eq!(grow.capacity(), 1024);
-        let err = grow.ensure_capacity(1 << 22).unwrap_err();
+        let err = grow.ensure_capacity(1 << 24).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidArgument, "{}", err.message);
         assert!(err.message.contains("could not allocate"), "{}", err.message);
         assert_eq!(grow.capacity(), 1024, "a failed growth keeps the old buffers");
