@@ -16,10 +16,15 @@ import { ToolRunner } from './ToolRunner.js'
 import { validateSamplingOptions } from './validateSamplingOptions.js'
 
 /** A validated generation request: who the rows are and when each must stop. */
+/** Positions a generation without `maxTokens` reserves past its prompt (the Rust cache's growth step). */
+const DEFAULT_RESERVE = 1024
+
 interface Plan {
   prompts: Uint32Array[]
   numSamples: number
   maxTokens: number
+  /** Positions reserved in a fresh cache beyond the prompt: `maxTokens` when it was given. */
+  reserve: number
   stopTokens: Set<number>
   /** The tool uses in force, or null when tools are off. */
   tools: ToolRunner | null
@@ -140,7 +145,10 @@ export class Engine {
       throw new KvEngineError('INVALID_ARGUMENT', 'stop must be an array of strings')
     }
     const stopTokens = new Set(options.stopTokens ? toTokenIds(options.stopTokens, vocabSize, 'stopTokens') : [...eogTokens, ...(this.#nanochatDefaults()?.stopTokens ?? [])])
-    return { prompts, numSamples, maxTokens, stopTokens, tools: this.#toolRunner(options.tools) }
+    // A cache's pages are resident from the start, so an unbounded generation reserves one growth
+    // step, not the whole context; the cache grows if the generation runs on.
+    const reserve = options.maxTokens ?? Math.min(maxTokens, DEFAULT_RESERVE)
+    return { prompts, numSamples, maxTokens, reserve, stopTokens, tools: this.#toolRunner(options.tools) }
   }
 
   /** Tools are on by default only for nanochat's vocabulary, whose models were taught the calculator. */
@@ -158,7 +166,7 @@ export class Engine {
   #cacheFor(plan: Plan, rowCount: number, given?: KvCache): { cache: KvCache; owned: boolean } {
     if (!given) {
       const longest = Math.max(...plan.prompts.map((p) => p.length))
-      const capacity = Math.min(longest + plan.maxTokens, this.model.info.contextLength)
+      const capacity = Math.min(longest + plan.reserve, this.model.info.contextLength)
       return { cache: this.model.createCache(rowCount, capacity), owned: true }
     }
     if (plan.numSamples !== 1 || given.batchSize !== plan.prompts.length) {

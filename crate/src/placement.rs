@@ -73,7 +73,7 @@ pub fn cuda_device() -> Result<candle_core::Device> {
     let no_gpu = |why: String| Error::unsupported(format!("no usable CUDA GPU ({why}); load with device 'cpu' or check the NVIDIA driver"));
     match std::panic::catch_unwind(|| candle_core::Device::new_cuda(0)) {
         Ok(Ok(device)) => Ok(device),
-        Ok(Err(e)) => Err(no_gpu(e.to_string())),
+        Ok(Err(e)) => Err(no_gpu(crate::error::candle_message(&e))),
         Err(_) => Err(no_gpu("the CUDA driver failed to initialise".into())),
     }
 }
