@@ -82,3 +82,10 @@ fn splits_cover_each_key_range_once() {
         }
     }
 }
+
+#[test]
+fn long_prefill_across_key_chunks_equals_brute_force() {
+    // 150 tokens after a 30-token prefix: query blocks whose keys span several KEY_CHUNKs.
+    let slots: Vec<TokenSlot> = (30..180).map(|pos| TokenSlot { row: 0, pos }).collect();
+    check_against_brute_force(2, 1, 180, 64, &slots);
+}
