@@ -56,7 +56,7 @@ pub(crate) fn check_nanochat(placement: Placement) -> Result<()> {
 #[cfg(not(feature = "cuda"))]
 fn load_cuda(_: &mut dyn WeightSource, _: ModelConfig, _: DType, _: &mut dyn FnMut(f64)) -> Result<LanguageModel> {
     Err(Error::unsupported(
-        "this build of kvengine has no CUDA support: install the CUDA variant (@kvengine/linux-x64-gnu-cuda) or build it with `npm run build:cuda`",
+        "this build of kvengine has no CUDA support: install the CUDA variant (the kvengine-linux-x64-gnu-cuda package) or build it with `npm run build:cuda`",
     ))
 }
 

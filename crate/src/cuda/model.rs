@@ -10,7 +10,7 @@ use crate::config::{ModelConfig, RopeStyle};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv_cache::KvCache;
 use crate::kvattn::{self, KvAttnParams, KvAttnPlan};
-use crate::model::{ForwardOutput, LogitsFor, ModelStats};
+use crate::model::{Block, BlockLoader, ForwardOutput, LogitsFor, ModelStats};
 use crate::weights::WeightSource;
 
 struct Linear {
@@ -29,24 +29,12 @@ impl Linear {
     }
 }
 
-struct Block {
-    attn_norm: Tensor,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
-    ffn_norm: Tensor,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-}
-
 pub struct CudaModel {
     pub config: ModelConfig,
     device: Device,
     dtype: DType,
     embed: Tensor,
-    blocks: Vec<Block>,
+    blocks: Vec<Block<Linear>>,
     norm: Tensor,
     lm_head: Tensor,
     /// cos and sin of every position's angles, `(context, D/2)`, gathered per token each pass.
@@ -70,27 +58,19 @@ impl CudaModel {
         let get = |src: &mut dyn WeightSource, name: &str, dims: &[usize]| -> Result<Tensor> {
             Ok(src.load_checked(name, dims)?.into_dense()?.to_dtype(dtype)?.to_device(device)?)
         };
-        let (h, qd, kvd, ff) = (config.hidden_size, config.q_dim(), config.kv_dim(), config.intermediate_size);
-        let bias = config.architecture.has_qkv_bias();
+        let h = config.hidden_size;
         let embed = get(src, "token_embd.weight", &[config.vocab_size, h])?;
         let mut blocks = Vec::with_capacity(config.n_layers);
-        for layer in 0..config.n_layers {
-            let p = format!("blk.{layer}");
-            let linear = |src: &mut dyn WeightSource, n: &str, out: usize, inp: usize, with_bias: bool| -> Result<Linear> {
-                let weight = get(src, &format!("{p}.{n}.weight"), &[out, inp])?;
-                let bias = if with_bias { Some(get(src, &format!("{p}.{n}.bias"), &[out])?) } else { None };
+        let mut with = BlockLoader {
+            linear: &mut |src, name, out, inp, with_bias| {
+                let weight = get(src, &format!("{name}.weight"), &[out, inp])?;
+                let bias = if with_bias { Some(get(src, &format!("{name}.bias"), &[out])?) } else { None };
                 Ok(Linear { weight, bias })
-            };
-            let q = linear(src, "attn_q", qd, h, bias)?;
-            let k = linear(src, "attn_k", kvd, h, bias)?;
-            let v = linear(src, "attn_v", kvd, h, bias)?;
-            let o = linear(src, "attn_output", h, qd, false)?;
-            let gate = linear(src, "ffn_gate", ff, h, false)?;
-            let up = linear(src, "ffn_up", ff, h, false)?;
-            let down = linear(src, "ffn_down", h, ff, false)?;
-            let attn_norm = get(src, &format!("{p}.attn_norm.weight"), &[h])?;
-            let ffn_norm = get(src, &format!("{p}.ffn_norm.weight"), &[h])?;
-            blocks.push(Block { attn_norm, q, k, v, o, ffn_norm, gate, up, down });
+            },
+            norm: &mut |src, name, dim| get(src, name, &[dim]),
+        };
+        for layer in 0..config.n_layers {
+            blocks.push(Block::load(src, &config, layer, &mut with)?);
             progress((layer + 1) as f64 / (config.n_layers + 1) as f64);
         }
         let norm = get(src, "output_norm.weight", &[h])?;
@@ -171,7 +151,7 @@ impl CudaModel {
         Ok(batch.iter().map(Vec::len).collect())
     }
 
-    fn block_forward(&self, b: &Block, layer: usize, x: &Tensor, pass: &Pass, (k_cache, v_cache): (&Tensor, &Tensor)) -> Result<Tensor> {
+    fn block_forward(&self, b: &Block<Linear>, layer: usize, x: &Tensor, pass: &Pass, (k_cache, v_cache): (&Tensor, &Tensor)) -> Result<Tensor> {
         let cfg = &self.config;
         let (n, eps) = (x.dim(0)?, cfg.rms_norm_eps);
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, eps)?;

@@ -16,7 +16,10 @@ use crate::matmul::QuantMatrix;
 use crate::rope::{Rope, RopeAngles};
 use crate::weights::{Weight, WeightSource};
 
+mod block;
 mod reference;
+
+pub use block::{Block, BlockLoader};
 
 /// A projection. Block formats with a kernel of ours (`matmul`) run on it; candle's matmul on
 /// the same weights is the reference path, and the fast path for every other format.
@@ -88,38 +91,6 @@ impl Linear {
     }
 }
 
-struct Block {
-    attn_norm: Tensor,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
-    ffn_norm: Tensor,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-}
-
-impl Block {
-    fn load(src: &mut dyn WeightSource, cfg: &ModelConfig, layer: usize) -> Result<Self> {
-        let p = format!("blk.{layer}");
-        let (h, qd, kvd, ff) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
-        let bias = cfg.architecture.has_qkv_bias();
-        let norm = |src: &mut dyn WeightSource, n: &str| src.load_checked(&format!("{p}.{n}.weight"), &[h])?.into_dense();
-        Ok(Self {
-            attn_norm: norm(src, "attn_norm")?,
-            q: Linear::load(src, &format!("{p}.attn_q"), qd, h, bias)?,
-            k: Linear::load(src, &format!("{p}.attn_k"), kvd, h, bias)?,
-            v: Linear::load(src, &format!("{p}.attn_v"), kvd, h, bias)?,
-            o: Linear::load(src, &format!("{p}.attn_output"), h, qd, false)?,
-            ffn_norm: norm(src, "ffn_norm")?,
-            gate: Linear::load(src, &format!("{p}.ffn_gate"), ff, h, false)?,
-            up: Linear::load(src, &format!("{p}.ffn_up"), ff, h, false)?,
-            down: Linear::load(src, &format!("{p}.ffn_down"), h, ff, false)?,
-        })
-    }
-}
-
 /// Per-pass bookkeeping shared by every layer.
 struct Step {
     slots: Vec<TokenSlot>,
@@ -157,7 +128,7 @@ pub struct ModelStats {
 pub struct Model {
     pub config: ModelConfig,
     embed: Weight,
-    blocks: Vec<Block>,
+    blocks: Vec<Block<Linear>>,
     norm: Tensor,
     lm_head: Linear,
     rope: Rope,
@@ -169,8 +140,12 @@ impl Model {
     pub fn load(src: &mut dyn WeightSource, config: ModelConfig, progress: &mut dyn FnMut(f64)) -> Result<Self> {
         let embed = src.load_checked("token_embd.weight", &[config.vocab_size, config.hidden_size])?.for_kernels()?;
         let mut blocks = Vec::with_capacity(config.n_layers);
+        let mut with = BlockLoader {
+            linear: &mut |src, name, out, inp, bias| Linear::load(src, name, out, inp, bias),
+            norm: &mut |src, name, dim| src.load_checked(name, &[dim])?.into_dense(),
+        };
         for layer in 0..config.n_layers {
-            blocks.push(Block::load(src, &config, layer)?);
+            blocks.push(Block::load(src, &config, layer, &mut with)?);
             progress((layer + 1) as f64 / (config.n_layers + 1) as f64);
         }
         let norm = src.load_checked("output_norm.weight", &[config.hidden_size])?.into_dense()?;
@@ -282,7 +257,7 @@ impl Model {
         })
     }
 
-    fn block_forward(&self, b: &Block, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
+    fn block_forward(&self, b: &Block<Linear>, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
         let cfg = &self.config;
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
         let [mut q, mut k, v] = Linear::forward_group([&b.q, &b.k, &b.v], &h)?;

@@ -5,7 +5,7 @@
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::{Block, Model};
+use super::{Block, Linear, Model};
 use crate::config::RopeStyle;
 use crate::error::{Error, Result};
 
@@ -40,7 +40,7 @@ impl Model {
         Ok((angles.cos()?, angles.sin()?))
     }
 
-    fn reference_block(&self, b: &Block, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    fn reference_block(&self, b: &Block<Linear>, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
         let cfg = &self.config;
         let t = x.dim(0)?;
         let heads = |y: Tensor, n: usize| -> Result<Tensor> {

@@ -1,0 +1,46 @@
+//! One transformer layer's weights, shared by the CPU model and the CUDA one: the GGUF names and
+//! shapes live here once, and each backend says only how it holds a linear layer and a norm.
+
+use candle_core::Tensor;
+
+use crate::config::ModelConfig;
+use crate::error::Result;
+use crate::weights::WeightSource;
+
+pub struct Block<L> {
+    pub attn_norm: Tensor,
+    pub q: L,
+    pub k: L,
+    pub v: L,
+    pub o: L,
+    pub ffn_norm: Tensor,
+    pub gate: L,
+    pub up: L,
+    pub down: L,
+}
+
+/// How a backend loads one tensor of a layer: `linear(src, name, out, in, with_bias)` for the
+/// projection whose weight is `{name}.weight`, `norm(src, name, dim)` for a norm weight `name`.
+pub struct BlockLoader<'a, L> {
+    pub linear: &'a mut dyn FnMut(&mut dyn WeightSource, &str, usize, usize, bool) -> Result<L>,
+    pub norm: &'a mut dyn FnMut(&mut dyn WeightSource, &str, usize) -> Result<Tensor>,
+}
+
+impl<L> Block<L> {
+    pub fn load(src: &mut dyn WeightSource, cfg: &ModelConfig, layer: usize, with: &mut BlockLoader<'_, L>) -> Result<Self> {
+        let p = format!("blk.{layer}");
+        let (h, qd, kvd, ff) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
+        let bias = cfg.architecture.has_qkv_bias();
+        let mut linear = |src: &mut dyn WeightSource, n: &str, out: usize, inp: usize, b: bool| (with.linear)(src, &format!("{p}.{n}"), out, inp, b);
+        let q = linear(src, "attn_q", qd, h, bias)?;
+        let k = linear(src, "attn_k", kvd, h, bias)?;
+        let v = linear(src, "attn_v", kvd, h, bias)?;
+        let o = linear(src, "attn_output", h, qd, false)?;
+        let gate = linear(src, "ffn_gate", ff, h, false)?;
+        let up = linear(src, "ffn_up", ff, h, false)?;
+        let down = linear(src, "ffn_down", h, ff, false)?;
+        let attn_norm = (with.norm)(src, &format!("{p}.attn_norm.weight"), h)?;
+        let ffn_norm = (with.norm)(src, &format!("{p}.ffn_norm.weight"), h)?;
+        Ok(Self { attn_norm, q, k, v, o, ffn_norm, gate, up, down })
+    }
+}
