@@ -13,6 +13,9 @@ use kvengine::matmul::QuantMatrix;
 use kvengine::rope::Rope;
 use kvengine::KvCache;
 
+#[global_allocator]
+static ALLOCATOR: kvengine::Allocator = kvengine::Allocator;
+
 fn values(n: usize, seed: usize) -> Vec<f32> {
     (0..n).map(|i| ((i * 7919 + seed * 104_729) % 2001) as f32 / 1000.0 - 1.0).collect()
 }

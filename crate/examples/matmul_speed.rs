@@ -7,6 +7,9 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use kvengine::matmul::QuantMatrix;
 
+#[global_allocator]
+static ALLOCATOR: kvengine::Allocator = kvengine::Allocator;
+
 fn main() -> kvengine::Result<()> {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
     let (n, k, m) = (args.first().copied().unwrap_or(1536), args.get(1).copied().unwrap_or(576), args.get(2).copied().unwrap_or(1));
@@ -24,5 +27,14 @@ fn main() -> kvengine::Result<()> {
         let s = t.elapsed().as_secs_f64() / reps as f64;
         println!("{dtype:?} {n}x{k} m={m}: {:.1} us, {:.2} GMAC/s", s * 1e6, (n * k * m) as f64 / s / 1e9);
     }
+    let wt = Tensor::from_vec(w.clone(), (n, k), &Device::Cpu)?;
+    let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu)?;
+    let reps = (2e10 / (n * k * m) as f64).clamp(3.0, 20_000.0) as usize;
+    let t = Instant::now();
+    for _ in 0..reps {
+        std::hint::black_box(xt.matmul(&wt.t()?)?);
+    }
+    let s = t.elapsed().as_secs_f64() / reps as f64;
+    println!("F32 gemm {n}x{k} m={m}: {:.1} us, {:.2} GMAC/s", s * 1e6, (n * k * m) as f64 / s / 1e9);
     Ok(())
 }

@@ -6,6 +6,9 @@ use std::time::Instant;
 
 use kvengine::LogitsFor;
 
+#[global_allocator]
+static ALLOCATOR: kvengine::Allocator = kvengine::Allocator;
+
 fn main() -> kvengine::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let path = PathBuf::from(args.get(1).map(String::as_str).unwrap_or("models/SmolLM2-135M-Instruct.Q8_0.gguf"));

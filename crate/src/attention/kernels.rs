@@ -42,6 +42,11 @@ pub fn exp_shifted(row: &mut [f32]) -> (f32, f32) {
     (max, portable::exp_shifted(row, max))
 }
 
+/// `e^x` to about 2 ulp for x in [-87, 88] (see `portable::exp_approx`); below flushes to zero.
+pub fn exp(x: f32) -> f32 {
+    portable::exp_approx(x.min(88.0))
+}
+
 pub(super) mod portable {
     /// Independent per-lane accumulators: a fixed sum order that also vectorises.
     pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -214,9 +219,10 @@ mod tests {
     #[test]
     fn exp_approx_matches_std_exp() {
         let mut worst = 0.0f32;
-        for i in 0..=87_000 {
-            let x = -(i as f32) / 1000.0;
-            let (got, want) = (portable::exp_approx(x), x.exp());
+        // the whole range `exp` serves, positive side included (SiLU's e^-g)
+        for i in -87_000..=88_000 {
+            let x = i as f32 / 1000.0;
+            let (got, want) = (exp(x), x.exp());
             if want > f32::MIN_POSITIVE {
                 worst = worst.max(((got - want) / want).abs());
             }

@@ -13,6 +13,8 @@
 
 mod kernels;
 
+pub use kernels::exp;
+
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 

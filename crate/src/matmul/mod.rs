@@ -1,9 +1,12 @@
 //! Our quantized matmul: `y = x · Wᵀ` for GGUF Q8_0 and Q4_0 weights, read in place from the
 //! file's blocks. Activations are quantized to 8 bits per block once per call; the products run
 //! in register tiles on SIMD integer dot products, split over the rayon pool by output columns.
+//! Wide batches (prefill) widen panels of weights to f32 instead and run f32 FMA kernels
+//! (`dense.rs`), which are faster there.
 //! candle's own quantized matmul stays the slow reference (see `model/reference.rs`).
 
 mod activations;
+mod dense;
 mod formats;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86;
@@ -58,7 +61,9 @@ impl QuantMatrix {
         }
         let data = matrices.iter().map(|w| w.tensor.data()).collect::<candle_core::Result<Vec<_>>>()?;
         let total: usize = matrices.iter().map(|w| w.n).sum();
-        let chunk = column_chunk(total, m);
+        let wide = m >= dense::DENSE_MIN_ROWS;
+        let row_bytes = matrices.iter().map(|w| w.k / BLOCK * w.format.block_bytes()).max().unwrap_or(1);
+        let chunk = if wide { dense::panel_columns(total) } else { column_chunk(total, m, row_bytes) };
         // (matrix, first column, last column) for every task
         let tasks: Vec<(usize, usize, usize)> = matrices
             .iter()
@@ -69,7 +74,9 @@ impl QuantMatrix {
             static ACTIVATIONS: RefCell<QuantizedActivations> = RefCell::new(QuantizedActivations::default());
         }
         ACTIVATIONS.with_borrow_mut(|acts| {
-            acts.quantize_into(x, m, k);
+            if !wide {
+                acts.quantize_into(x, m, k);
+            }
             let acts = &*acts;
             let parts: Vec<Vec<f32>> = tasks
                 .par_iter()
@@ -77,7 +84,12 @@ impl QuantMatrix {
                     let w = matrices[i];
                     let row_bytes = w.k / BLOCK * w.format.block_bytes();
                     let mut part = vec![0.0f32; m * (last - first)];
-                    kernel().run(w.format, &data[i][first * row_bytes..last * row_bytes], row_bytes, acts, &mut part);
+                    let weights = &data[i][first * row_bytes..last * row_bytes];
+                    if wide {
+                        dense::run(w.format, weights, row_bytes, x, m, &mut part);
+                    } else {
+                        kernel().run(w.format, weights, row_bytes, acts, &mut part);
+                    }
                     part
                 })
                 .collect();
@@ -93,12 +105,14 @@ impl QuantMatrix {
     }
 }
 
-/// Columns per parallel task: about four tasks per thread for balance, and for big batches
-/// narrow enough that a task's weights stay in L2 while every activation row passes over them.
-fn column_chunk(n: usize, m: usize) -> usize {
+/// Columns per parallel task: about four tasks per thread for balance, and with more than one
+/// activation row narrow enough that a task's weights stay in L2 while the tiles pass over them
+/// once per row pair (at batch 8 the 49152-row output matrix was read from memory four times).
+fn column_chunk(n: usize, m: usize, row_bytes: usize) -> usize {
+    const L2_SHARE: usize = 128 * 1024;
     let per_thread = n.div_ceil(rayon::current_num_threads() * 4);
-    let cap = if m > 16 { 64 } else { usize::MAX };
-    per_thread.clamp(8, cap.max(8)).next_multiple_of(4)
+    let cap = if m > 1 { L2_SHARE / row_bytes.max(1) } else { usize::MAX };
+    per_thread.min(cap).max(8).next_multiple_of(4)
 }
 
 /// Which tile kernel this CPU runs, decided once: the best the CPU has, unless

@@ -62,3 +62,20 @@ fn simd_and_portable_kernels_agree() {
         }
     }
 }
+
+/// Wide batches go through f32: they must match candle's f32 matmul over the same blocks
+/// widened by candle's own dequantizer (no activation rounding on either side).
+#[test]
+fn wide_batches_match_the_dequantized_product() {
+    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+        for (m, n, k) in [(dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)] {
+            let tensor = quantized(dtype, n, k);
+            let x = Tensor::from_vec(noise(m as u64, m * k), (m, k), &Device::Cpu).expect("x");
+            let widened = tensor.dequantize(&Device::Cpu).expect("dequantize");
+            let want = x.matmul(&widened.t().expect("t")).expect("matmul").flatten_all().expect("flat").to_vec1::<f32>().expect("vec");
+            let got = QuantMatrix::new(tensor).expect("supported").forward(&x.flatten_all().expect("flat").to_vec1().expect("vec"), m).expect("forward");
+            let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
+            assert!(worst < 1e-5, "{dtype:?} {m}x{n}x{k}: worst relative difference {worst}");
+        }
+    }
+}

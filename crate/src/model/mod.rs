@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use candle_core::quantized::QMatMul;
 use candle_core::{Module, Tensor};
+use rayon::prelude::*;
 
 use crate::attention::{self, AttentionShape, TokenSlot};
 use crate::config::ModelConfig;
@@ -89,6 +90,17 @@ impl Linear {
             None => y,
         })
     }
+}
+
+/// SwiGLU's `silu(gate) · up`, in place of `gate`; split over the pool, since a 512-token
+/// prefill takes 0.8M exponentials per layer (7% of its time when they ran on one thread with
+/// libm's `expf`; the polynomial vectorizes).
+fn silu_times(mut gate: Vec<f32>, up: &[f32]) -> Vec<f32> {
+    const CHUNK: usize = 16 * 1024;
+    gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
+        g.iter_mut().zip(u).for_each(|(g, &u)| *g = *g / (1.0 + attention::exp(-*g)) * u);
+    });
+    gate
 }
 
 /// Per-pass bookkeeping shared by every layer.
@@ -274,8 +286,7 @@ impl Model {
         let x = (x + b.o.forward(&attn)?)?;
         let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
         let [gate, up] = Linear::forward_group([&b.gate, &b.up], &h)?;
-        let mlp: Vec<f32> = gate.iter().zip(&up).map(|(&g, &u)| g / (1.0 + (-g).exp()) * u).collect();
-        let mlp = Tensor::from_vec(mlp, (step.slots.len(), cfg.intermediate_size), x.device())?;
+        let mlp = Tensor::from_vec(silu_times(gate, &up), (step.slots.len(), cfg.intermediate_size), x.device())?;
         Ok((x + b.down.forward(&mlp)?)?)
     }
 }

@@ -11,6 +11,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{Error, ErrorKind};
 
+/// Only the addon's own allocations: Node and V8 keep their allocators.
+#[global_allocator]
+static ALLOCATOR: crate::Allocator = crate::Allocator;
+
 /// The one error conversion: `[CODE] message`, which `src/native.ts` turns into a
 /// `KvEngineError` with that code.
 pub(crate) fn to_napi(e: Error) -> napi::Error {
