@@ -11,6 +11,7 @@
 //! same queries are merged at the end (flash-decoding): at decode there are only a few heads per
 //! row, so long contexts are split across threads by key range instead.
 
+mod blocked;
 mod kernels;
 
 pub use kernels::exp;
@@ -50,6 +51,8 @@ const QUERY_BLOCK: usize = 16;
 /// Keys scored and summed per pass over the queries: 64 keys of a 128-wide head are 32 KiB, so
 /// a chunk stays in L1 while every query of the item reads it.
 const KEY_CHUNK: usize = 64;
+/// Items with at least this many queries (prefill) run as two matrix products (`blocked.rs`).
+const BLOCKED_MIN_QUERIES: usize = 16;
 /// A key range is split for parallelism only into pieces at least this long; shorter pieces
 /// cost more to merge than they gain.
 const MIN_SPLIT_KEYS: usize = 256;
@@ -156,6 +159,14 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
             (&q[at..at + d], seen.start.max(item.keys.start)..seen.end.min(item.keys.end))
         })
         .collect();
+    if queries.len() >= BLOCKED_MIN_QUERIES && crate::matmul::kernel() != crate::matmul::Kernel::Portable {
+        let gathered = blocked::Queries {
+            values: queries.iter().flat_map(|(query, _)| query.iter().copied()).collect(),
+            seen: queries.iter().map(|(_, seen)| seen.clone()).collect(),
+        };
+        let first = item.keys.start * stride;
+        return blocked::attend(&gathered, &k_head[first..], &v_head[first..], stride, d, item.keys.clone(), scale);
+    }
     let span = item.keys.len();
     let chunks = |qr: &Range<usize>, lo: usize| (qr.start.max(lo))..(qr.end.min(lo + KEY_CHUNK));
 
