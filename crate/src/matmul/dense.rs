@@ -8,8 +8,7 @@ use std::cell::RefCell;
 
 use gemm::{gemm, Parallelism};
 
-use super::activations::BLOCK;
-use super::formats::WeightFormat;
+use super::formats::{WeightFormat, BLOCK};
 
 /// Below this many activation rows the 8-bit tiles win: widening a panel costs as much as
 /// multiplying about 30 rows through it.

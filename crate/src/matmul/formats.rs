@@ -4,7 +4,8 @@
 
 use half::f16;
 
-use super::activations::BLOCK;
+/// Values per block in every format here.
+pub const BLOCK: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WeightFormat {

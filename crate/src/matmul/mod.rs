@@ -1,24 +1,22 @@
 //! Our quantized matmul: `y = x · Wᵀ` for GGUF Q8_0 and Q4_0 weights, read in place from the
-//! file's blocks. Activations are quantized to 8 bits per block once per call; the products run
-//! in register tiles on SIMD integer dot products, split over the rayon pool by output columns.
-//! Wide batches (prefill) widen panels of weights to f32 instead and run f32 FMA kernels
-//! (`dense.rs`), which are faster there.
+//! file's blocks, against f32 activations, split over the rayon pool by output columns. Two
+//! roads compute the same sums: narrow batches (decode) widen each block in registers inside a
+//! tile (`tiled.rs`); wide ones (prefill) widen panels of weights and run gemm's f32 kernels
+//! (`dense.rs`). The activations are never quantized, so how a prompt is split into passes
+//! (prefix reuse, batching) moves results only by float rounding, not by 8-bit steps.
 //! candle's own quantized matmul stays the slow reference (see `model/reference.rs`).
 
-mod activations;
 mod dense;
 mod formats;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86;
 
-use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use rayon::prelude::*;
 
-pub use activations::{QuantizedActivations, BLOCK};
-pub use formats::WeightFormat;
+pub use formats::{WeightFormat, BLOCK};
 
 use crate::error::{Error, Result};
 
@@ -48,20 +46,32 @@ impl QuantMatrix {
 
     /// `x` is `(m, k)` row-major; returns `(m, n)`.
     pub fn forward(&self, x: &[f32], m: usize) -> Result<Vec<f32>> {
-        Ok(Self::forward_many(&[self], x, m)?.pop().unwrap_or_default())
+        Ok(Self::forward_many(&[self], x, &RowRuns::uniform(m))?.pop().unwrap_or_default())
     }
 
     /// Several matrices over the same input (q/k/v, gate/up): the input is quantized once and
-    /// all their columns are split over the pool in one parallel region, which matters at
-    /// decode, where each region costs about as much as a small matmul.
-    pub fn forward_many(matrices: &[&QuantMatrix], x: &[f32], m: usize) -> Result<Vec<Vec<f32>>> {
+    /// all their columns are split over the pool in one parallel region per run of rows, which
+    /// matters at decode, where each region costs about as much as a small matmul.
+    pub fn forward_many(matrices: &[&QuantMatrix], x: &[f32], runs: &RowRuns) -> Result<Vec<Vec<f32>>> {
         let k = matrices.first().map_or(0, |w| w.k);
+        let m = runs.rows();
         if matrices.iter().any(|w| w.k != k) || x.len() != m * k {
             return Err(Error::invalid(format!("matmul input of {} values does not match {m} rows of {k}", x.len())));
         }
+        if let [(rows, wide)] = runs.0.as_slice() {
+            return Self::forward_run(matrices, x, rows.len(), *wide);
+        }
+        let mut outs: Vec<Vec<f32>> = matrices.iter().map(|w| Vec::with_capacity(m * w.n)).collect();
+        for (rows, wide) in &runs.0 {
+            let part = Self::forward_run(matrices, &x[rows.start * k..rows.end * k], rows.len(), *wide)?;
+            outs.iter_mut().zip(part).for_each(|(out, part)| out.extend_from_slice(&part));
+        }
+        Ok(outs)
+    }
+
+    fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
         let data = matrices.iter().map(|w| w.tensor.data()).collect::<candle_core::Result<Vec<_>>>()?;
         let total: usize = matrices.iter().map(|w| w.n).sum();
-        let wide = m >= dense::DENSE_MIN_ROWS;
         let row_bytes = matrices.iter().map(|w| w.k / BLOCK * w.format.block_bytes()).max().unwrap_or(1);
         let chunk = if wide { dense::panel_columns(total) } else { column_chunk(total, m, row_bytes) };
         // (matrix, first column, last column) for every task
@@ -70,38 +80,61 @@ impl QuantMatrix {
             .enumerate()
             .flat_map(|(i, w)| (0..w.n).step_by(chunk).map(move |c| (i, c, (c + chunk).min(w.n))))
             .collect();
-        thread_local! {
-            static ACTIVATIONS: RefCell<QuantizedActivations> = RefCell::new(QuantizedActivations::default());
-        }
-        ACTIVATIONS.with_borrow_mut(|acts| {
-            if !wide {
-                acts.quantize_into(x, m, k);
-            }
-            let acts = &*acts;
-            let parts: Vec<Vec<f32>> = tasks
-                .par_iter()
-                .map(|&(i, first, last)| {
-                    let w = matrices[i];
-                    let row_bytes = w.k / BLOCK * w.format.block_bytes();
-                    let mut part = vec![0.0f32; m * (last - first)];
-                    let weights = &data[i][first * row_bytes..last * row_bytes];
-                    if wide {
-                        dense::run(w.format, weights, row_bytes, x, m, &mut part);
-                    } else {
-                        kernel().run(w.format, weights, row_bytes, acts, &mut part);
-                    }
-                    part
-                })
-                .collect();
-            let mut outs: Vec<Vec<f32>> = matrices.iter().map(|w| vec![0.0f32; m * w.n]).collect();
-            for (&(i, first, last), part) in tasks.iter().zip(&parts) {
-                let n = matrices[i].n;
-                for (row, values) in part.chunks_exact(last - first).enumerate() {
-                    outs[i][row * n + first..row * n + last].copy_from_slice(values);
+        let parts: Vec<Vec<f32>> = tasks
+            .par_iter()
+            .map(|&(i, first, last)| {
+                let w = matrices[i];
+                let row_bytes = w.k / BLOCK * w.format.block_bytes();
+                let mut part = vec![0.0f32; m * (last - first)];
+                let weights = &data[i][first * row_bytes..last * row_bytes];
+                if wide {
+                    dense::run(w.format, weights, row_bytes, x, m, &mut part);
+                } else {
+                    kernel().run(w.format, weights, row_bytes, x, m, &mut part);
                 }
+                part
+            })
+            .collect();
+        let mut outs: Vec<Vec<f32>> = matrices.iter().map(|w| vec![0.0f32; m * w.n]).collect();
+        for (&(i, first, last), part) in tasks.iter().zip(&parts) {
+            let n = matrices[i].n;
+            for (row, values) in part.chunks_exact(last - first).enumerate() {
+                outs[i][row * n + first..row * n + last].copy_from_slice(values);
             }
-            Ok(outs)
-        })
+        }
+        Ok(outs)
+    }
+}
+
+/// Which road each row of a call takes, as runs of consecutive rows: wide (f32, `dense.rs`) or
+/// narrow (8-bit tiles). Runs follow the sequences packed in a batch, so a row's arithmetic
+/// depends on its own sequence only and a prompt batched with others gives the same tokens as
+/// alone.
+pub struct RowRuns(pub Vec<(std::ops::Range<usize>, bool)>);
+
+impl RowRuns {
+    /// `m` rows of one sequence.
+    pub fn uniform(m: usize) -> Self {
+        Self(vec![(0..m, m >= dense::DENSE_MIN_ROWS)])
+    }
+
+    /// Sequences of these lengths packed in order; neighbours on the same road share a run.
+    pub fn for_sequences(lens: impl IntoIterator<Item = usize>) -> Self {
+        let mut runs: Vec<(std::ops::Range<usize>, bool)> = Vec::new();
+        let mut at = 0;
+        for len in lens {
+            let wide = len >= dense::DENSE_MIN_ROWS;
+            match runs.last_mut() {
+                Some((rows, w)) if *w == wide => rows.end = at + len,
+                _ => runs.push((at..at + len, wide)),
+            }
+            at += len;
+        }
+        Self(runs)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.0.last().map_or(0, |(rows, _)| rows.end)
     }
 }
 
@@ -115,55 +148,53 @@ fn column_chunk(n: usize, m: usize, row_bytes: usize) -> usize {
     per_thread.min(cap).max(8).next_multiple_of(4)
 }
 
-/// Which tile kernel this CPU runs, decided once: the best the CPU has, unless
-/// `KVENGINE_KERNEL` names another (`portable`, `avx2`), for comparing them on one machine.
+/// Which narrow kernel runs, decided once: AVX2 where the build has it, unless
+/// `KVENGINE_KERNEL=portable` asks for the plain-Rust definition, for comparing them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
     Portable,
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     Avx2,
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    Vnni,
 }
 
 pub fn kernel() -> Kernel {
     static KERNEL: OnceLock<Kernel> = OnceLock::new();
     *KERNEL.get_or_init(|| {
-        let requested = std::env::var("KVENGINE_KERNEL").unwrap_or_default();
-        if requested == "portable" {
+        if std::env::var("KVENGINE_KERNEL").is_ok_and(|k| k == "portable") {
             return Kernel::Portable;
         }
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        return if x86::has_vnni() && requested != "avx2" { Kernel::Vnni } else { Kernel::Avx2 };
+        return Kernel::Avx2;
         #[allow(unreachable_code)]
         Kernel::Portable
     })
 }
 
 impl Kernel {
-    /// `out` is `(m, cols)` for the weight rows in `weights`.
-    pub fn run(self, format: WeightFormat, weights: &[u8], row_bytes: usize, acts: &QuantizedActivations, out: &mut [f32]) {
+    /// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`.
+    pub fn run(self, format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: &mut [f32]) {
         let cols = weights.len() / row_bytes;
         match self {
-            Self::Portable => portable(format, weights, row_bytes, acts, out),
+            Self::Portable => portable(format, weights, row_bytes, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Self::Avx2 | Self::Vnni => tiled::run(self, format, weights, row_bytes, cols, acts, out),
+            Self::Avx2 => tiled::run(format, weights, row_bytes, cols, x, m, out),
         }
     }
 }
 
 /// The plain-Rust definition of what every kernel computes, block by block.
-fn portable(format: WeightFormat, weights: &[u8], row_bytes: usize, acts: &QuantizedActivations, out: &mut [f32]) {
+fn portable(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: &mut [f32]) {
     let cols = weights.len() / row_bytes;
-    for row in 0..acts.rows {
-        let (values, scales) = (acts.row_values(row), acts.row_scales(row));
+    let k = row_bytes / format.block_bytes() * BLOCK;
+    for row in 0..m {
+        let acts = &x[row * k..(row + 1) * k];
         for col in 0..cols {
             let w_row = &weights[col * row_bytes..(col + 1) * row_bytes];
             let mut sum = 0.0f32;
-            for (b, block) in w_row.chunks_exact(format.block_bytes()).enumerate() {
+            for (block, a) in w_row.chunks_exact(format.block_bytes()).zip(acts.chunks_exact(BLOCK)) {
                 let (scale, w) = format.decode(block);
-                let dot: i32 = w.iter().zip(&values[b * BLOCK..(b + 1) * BLOCK]).map(|(&x, &y)| x as i32 * y as i32).sum();
-                sum += dot as f32 * scale * scales[b];
+                let dot: f32 = w.iter().zip(a).map(|(&w, &a)| w as f32 * a).sum();
+                sum += dot * scale;
             }
             out[row * cols + col] = sum;
         }

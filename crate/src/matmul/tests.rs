@@ -1,5 +1,5 @@
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
-use candle_core::{Device, Module, Tensor};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
 
 use super::*;
 
@@ -18,27 +18,30 @@ fn quantized(dtype: GgmlDType, n: usize, k: usize) -> Arc<QTensor> {
     Arc::new(QTensor::quantize(&w, dtype).expect("quantize"))
 }
 
-/// Our kernels against candle's quantized matmul on the same blocks (candle also quantizes the
-/// activations to Q8_0 for these formats, so the two compute the same sums in other orders).
+/// candle's f32 matmul over the same blocks widened by candle's own dequantizer.
+fn reference(tensor: &QTensor, x: &[f32], m: usize, k: usize) -> Vec<f32> {
+    let x = Tensor::from_vec(x.to_vec(), (m, k), &Device::Cpu).expect("x");
+    let widened = tensor.dequantize(&Device::Cpu).expect("dequantize");
+    x.matmul(&widened.t().expect("t")).expect("matmul").flatten_all().expect("flat").to_vec1::<f32>().expect("vec")
+}
+
+fn worst_relative(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len());
+    got.iter().zip(want).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max)
+}
+
+/// Both roads against the dequantized product: narrow shapes exercise the 2x2, 1x4 and single
+/// column tiles, wide ones the f32 panels (no activation rounding on either side).
 #[test]
-fn kernels_match_candle_for_every_tile_shape() {
+fn kernels_match_the_dequantized_product_for_every_shape() {
     for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
-        // 7 rows and 13 columns exercise the 4x4, 4x1, 1x4 and 1x1 tiles.
-        for (m, n, k) in [(1, 13, 64), (7, 13, 96), (5, 64, 576), (33, 100, 128)] {
+        for (m, n, k) in [(1, 13, 64), (7, 13, 96), (5, 64, 576), (33, 100, 128), (dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)] {
             let tensor = quantized(dtype, n, k);
             let x = noise(m as u64, m * k);
-            let want = QMatMul::from_arc(tensor.clone())
-                .expect("qmatmul")
-                .forward(&Tensor::from_vec(x.clone(), (m, k), &Device::Cpu).expect("x"))
-                .expect("candle forward")
-                .flatten_all()
-                .expect("flatten")
-                .to_vec1::<f32>()
-                .expect("vec");
-            let ours = QuantMatrix::new(tensor).expect("supported format");
-            let got = ours.forward(&x, m).expect("forward");
-            let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
-            assert!(worst < 1e-4, "{dtype:?} {m}x{n}x{k}: worst relative difference {worst} ({:?})", kernel());
+            let want = reference(&tensor, &x, m, k);
+            let got = QuantMatrix::new(tensor).expect("supported format").forward(&x, m).expect("forward");
+            let worst = worst_relative(&got, &want);
+            assert!(worst < 1e-5, "{dtype:?} {m}x{n}x{k}: worst relative difference {worst} ({:?})", kernel());
         }
     }
 }
@@ -50,32 +53,37 @@ fn simd_and_portable_kernels_agree() {
         let tensor = quantized(dtype, n, k);
         let ours = QuantMatrix::new(tensor.clone()).expect("supported format");
         let data = tensor.data().expect("data");
-        let mut acts = QuantizedActivations::default();
-        acts.quantize_into(&noise(9, m * k), m, k);
+        let x = noise(9, m * k);
         let row_bytes = k / BLOCK * ours.format.block_bytes();
         let mut portable_out = vec![0.0; m * n];
-        Kernel::Portable.run(ours.format, &data, row_bytes, &acts, &mut portable_out);
+        Kernel::Portable.run(ours.format, &data, row_bytes, &x, m, &mut portable_out);
         let mut simd_out = vec![0.0; m * n];
-        kernel().run(ours.format, &data, row_bytes, &acts, &mut simd_out);
+        kernel().run(ours.format, &data, row_bytes, &x, m, &mut simd_out);
         for (a, b) in portable_out.iter().zip(&simd_out) {
             assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{dtype:?}: {a} vs {b}");
         }
     }
 }
 
-/// Wide batches go through f32: they must match candle's f32 matmul over the same blocks
-/// widened by candle's own dequantizer (no activation rounding on either side).
 #[test]
-fn wide_batches_match_the_dequantized_product() {
-    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
-        for (m, n, k) in [(dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)] {
-            let tensor = quantized(dtype, n, k);
-            let x = Tensor::from_vec(noise(m as u64, m * k), (m, k), &Device::Cpu).expect("x");
-            let widened = tensor.dequantize(&Device::Cpu).expect("dequantize");
-            let want = x.matmul(&widened.t().expect("t")).expect("matmul").flatten_all().expect("flat").to_vec1::<f32>().expect("vec");
-            let got = QuantMatrix::new(tensor).expect("supported").forward(&x.flatten_all().expect("flat").to_vec1().expect("vec"), m).expect("forward");
-            let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
-            assert!(worst < 1e-5, "{dtype:?} {m}x{n}x{k}: worst relative difference {worst}");
-        }
-    }
+fn each_sequence_keeps_its_road_in_a_batch() {
+    let runs = RowRuns::for_sequences([3, 70, 64, 1, 2]);
+    assert_eq!(runs.0, vec![(0..3, false), (3..137, true), (137..140, false)]);
+    assert_eq!(runs.rows(), 140);
+}
+
+/// A prompt batched with others must give what it gives alone: the rows of a wide run come out
+/// bit for bit the same whatever else shares the call, and so do the narrow ones.
+#[test]
+fn a_rows_output_does_not_depend_on_its_batch() {
+    let (n, k) = (200, 576);
+    let matrix = QuantMatrix::new(quantized(GgmlDType::Q8_0, n, k)).expect("supported");
+    let x = noise(11, 150 * k);
+    let alone_wide = matrix.forward(&x[..64 * k], 64).expect("wide alone");
+    let alone_narrow = matrix.forward(&x[64 * k..67 * k], 3).expect("narrow alone");
+    let batched = QuantMatrix::forward_many(&[&matrix], &x[..67 * k], &RowRuns::for_sequences([64, 3])).expect("batched").remove(0);
+    assert!(batched[..64 * n] == alone_wide[..], "wide rows changed when batched");
+    assert!(batched[64 * n..] == alone_narrow[..], "narrow rows changed when batched");
+    let wider = matrix.forward(&x, 150).expect("wider");
+    assert!(wider[..64 * n] == alone_wide[..], "wide rows changed with the number of rows");
 }

@@ -13,7 +13,7 @@ use crate::attention::{self, AttentionShape, TokenSlot};
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv_cache::KvCache;
-use crate::matmul::QuantMatrix;
+use crate::matmul::{QuantMatrix, RowRuns};
 use crate::rope::{Rope, RopeAngles};
 use crate::weights::{Weight, WeightSource};
 
@@ -50,22 +50,21 @@ impl Linear {
         Ok(Self { weight: weight.into_matmul()?, fast, bias })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, runs: &RowRuns) -> Result<Tensor> {
         let Some(fast) = &self.fast else { return self.forward_reference(x) };
         let (m, _) = x.dims2()?;
-        let y = fast.forward(&x.flatten_all()?.to_vec1::<f32>()?, m)?;
+        let y = QuantMatrix::forward_many(&[fast], &x.flatten_all()?.to_vec1::<f32>()?, runs)?.pop().unwrap_or_default();
         let y = Tensor::from_vec(y, (m, fast.out_features()), x.device())?;
         self.add_bias(y)
     }
 
     /// The same input through several projections, as flat `(m, out)` vectors; one parallel
     /// region for all of them when our kernels cover every one.
-    fn forward_group<const N: usize>(linears: [&Linear; N], x: &Tensor) -> Result<[Vec<f32>; N]> {
+    fn forward_group<const N: usize>(linears: [&Linear; N], x: &Tensor, runs: &RowRuns) -> Result<[Vec<f32>; N]> {
         let fast: Option<Vec<&QuantMatrix>> = linears.iter().map(|l| l.fast.as_ref()).collect();
         let outs: Vec<Vec<f32>> = match fast {
             Some(matrices) => {
-                let (m, _) = x.dims2()?;
-                let mut outs = QuantMatrix::forward_many(&matrices, &x.flatten_all()?.to_vec1::<f32>()?, m)?;
+                let mut outs = QuantMatrix::forward_many(&matrices, &x.flatten_all()?.to_vec1::<f32>()?, runs)?;
                 for (out, linear) in outs.iter_mut().zip(linears) {
                     if let Some(bias) = &linear.bias {
                         let bias = bias.to_vec1::<f32>()?;
@@ -109,6 +108,8 @@ struct Step {
     /// (row, first packed index, token count, row length before this pass)
     spans: Vec<(usize, usize, usize, usize)>,
     angles: RopeAngles,
+    /// Each row's sequence decides its matmul road (see `RowRuns`).
+    runs: RowRuns,
 }
 
 /// Which positions get logits.
@@ -218,7 +219,12 @@ impl Model {
         let rows: Vec<u32> = picked.iter().map(|&i| step.slots[i as usize].row as u32).collect();
         let x = if picked.len() == n { x } else { x.index_select(&Tensor::new(picked.as_slice(), x.device())?, 0)? };
         let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
-        let logits = self.lm_head.forward(&x)?.flatten_all()?.to_vec1::<f32>()?;
+        // One picked row per sequence, or all of them: each keeps its sequence's road.
+        let runs = match which {
+            LogitsFor::All => RowRuns::for_sequences(step.spans.iter().map(|&(_, _, len, _)| len)),
+            LogitsFor::LastPerRow => RowRuns::for_sequences(picked.iter().map(|_| 1)),
+        };
+        let logits = self.lm_head.forward(&x, &runs)?.flatten_all()?.to_vec1::<f32>()?;
         for &(row, _, len, before) in &step.spans {
             cache.set_seqlen(row, before + len);
         }
@@ -259,7 +265,8 @@ impl Model {
         cache.ensure_capacity(needed)?;
         let positions: Vec<usize> = slots.iter().map(|s| s.pos).collect();
         let angles = self.rope.angles(&positions);
-        Ok(Step { slots, spans, angles })
+        let runs = RowRuns::for_sequences(spans.iter().map(|&(_, _, len, _)| len));
+        Ok(Step { slots, spans, angles, runs })
     }
 
     fn embed(&self, ids: &[u32]) -> Result<Tensor> {
@@ -272,7 +279,7 @@ impl Model {
     fn block_forward(&self, b: &Block<Linear>, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
         let cfg = &self.config;
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
-        let [mut q, mut k, v] = Linear::forward_group([&b.q, &b.k, &b.v], &h)?;
+        let [mut q, mut k, v] = Linear::forward_group([&b.q, &b.k, &b.v], &h, &step.runs)?;
         self.rope.apply(&mut q, cfg.n_heads, &step.angles);
         self.rope.apply(&mut k, cfg.n_kv_heads, &step.angles);
         let kvd = cfg.kv_dim();
@@ -283,10 +290,10 @@ impl Model {
         let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: None };
         let attn = attention::attend(cache, layer, &step.slots, &q, &shape, cancel);
         let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
-        let x = (x + b.o.forward(&attn)?)?;
+        let x = (x + b.o.forward(&attn, &step.runs)?)?;
         let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
-        let [gate, up] = Linear::forward_group([&b.gate, &b.up], &h)?;
+        let [gate, up] = Linear::forward_group([&b.gate, &b.up], &h, &step.runs)?;
         let mlp = Tensor::from_vec(silu_times(gate, &up), (step.slots.len(), cfg.intermediate_size), x.device())?;
-        Ok((x + b.down.forward(&mlp)?)?)
+        Ok((x + b.down.forward(&mlp, &step.runs)?)?)
     }
 }
