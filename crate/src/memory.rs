@@ -8,8 +8,11 @@
 //!
 //! Our own binaries allocate through mimalloc instead (`crate::Allocator`). By default it hands
 //! pages freed for 10 ms back to the kernel, and a prefill's per-op buffers then came back as
-//! fresh zeroed (transparent huge) pages: sys time was a fifth of a 512-token prefill. We delay
-//! that to 10 s, past any generation, and collect eagerly when a model or cache is disposed.
+//! fresh zeroed (transparent huge) pages: sys time was a fifth of a 512-token prefill. A quarter
+//! of a second outlasts the gap between a buffer's uses within a pass and between decode steps,
+//! yet a finished phase's memory goes back within seconds (at 10 s, RSS fell 8% inside the
+//! benchmark's 2000-token window as an earlier phase's pages went back late); a dispose
+//! collects at once.
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod glibc {
@@ -35,7 +38,7 @@ mod glibc {
 
 /// `mi_option_purge_delay` in mimalloc.h's option enum.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-const PURGE_DELAY_MS: std::os::raw::c_long = 10_000;
+const PURGE_DELAY_MS: std::os::raw::c_long = 250;
 
 /// Called once before the first model is loaded.
 pub fn prefer_mmap_for_large_buffers() {
