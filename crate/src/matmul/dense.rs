@@ -1,8 +1,8 @@
 //! Wide batches (prefill) take another road: a panel of weight rows is widened to f32 in a
 //! per-thread buffer and multiplied by the f32 activations with the `gemm` crate's FMA kernels.
-//! On AVX2 those run about twice as fast as our 8-bit tiles once the batch is wide enough to pay
-//! for the widening (measured with `examples/matmul_speed`: 29 against 55 GMAC/s at 512 rows,
-//! even at 64 rows), and the activations keep full precision.
+//! On AVX2 those run about twice as fast as our register tiles once the batch is wide enough to
+//! pay for widening a whole panel (measured with `examples/matmul_speed`: 29 against 55 GMAC/s
+//! at 512 rows, and ahead already at 64).
 
 use std::cell::RefCell;
 
@@ -10,8 +10,8 @@ use gemm::{gemm, Parallelism};
 
 use super::formats::{WeightFormat, BLOCK};
 
-/// Below this many activation rows the 8-bit tiles win: widening a panel costs as much as
-/// multiplying about 30 rows through it.
+/// Below this many activation rows the register tiles win: widening a panel to memory costs as
+/// much as multiplying about 30 rows through it.
 pub const DENSE_MIN_ROWS: usize = 64;
 
 /// Weight rows per parallel task: at most 128, wide enough that gemm's packing is amortised and

@@ -49,8 +49,8 @@ impl QuantMatrix {
         Ok(Self::forward_many(&[self], x, &RowRuns::uniform(m))?.pop().unwrap_or_default())
     }
 
-    /// Several matrices over the same input (q/k/v, gate/up): the input is quantized once and
-    /// all their columns are split over the pool in one parallel region per run of rows, which
+    /// Several matrices over the same input (q/k/v, gate/up): all their columns are split over
+    /// the pool in one parallel region per run of rows, which
     /// matters at decode, where each region costs about as much as a small matmul.
     pub fn forward_many(matrices: &[&QuantMatrix], x: &[f32], runs: &RowRuns) -> Result<Vec<Vec<f32>>> {
         let k = matrices.first().map_or(0, |w| w.k);
@@ -106,8 +106,8 @@ impl QuantMatrix {
     }
 }
 
-/// Which road each row of a call takes, as runs of consecutive rows: wide (f32, `dense.rs`) or
-/// narrow (8-bit tiles). Runs follow the sequences packed in a batch, so a row's arithmetic
+/// Which road each row of a call takes, as runs of consecutive rows: wide (gemm over widened
+/// panels, `dense.rs`) or narrow (register tiles, `tiled.rs`). Runs follow the sequences packed in a batch, so a row's arithmetic
 /// depends on its own sequence only and a prompt batched with others gives the same tokens as
 /// alone.
 pub struct RowRuns(pub Vec<(std::ops::Range<usize>, bool)>);

@@ -220,11 +220,15 @@ impl Model {
         let x = if picked.len() == n { x } else { x.index_select(&Tensor::new(picked.as_slice(), x.device())?, 0)? };
         let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
         // One picked row per sequence, or all of them: each keeps its sequence's road.
+        let last_per_row;
         let runs = match which {
-            LogitsFor::All => RowRuns::for_sequences(step.spans.iter().map(|&(_, _, len, _)| len)),
-            LogitsFor::LastPerRow => RowRuns::for_sequences(picked.iter().map(|_| 1)),
+            LogitsFor::All => &step.runs,
+            LogitsFor::LastPerRow => {
+                last_per_row = RowRuns::for_sequences(picked.iter().map(|_| 1));
+                &last_per_row
+            }
         };
-        let logits = self.lm_head.forward(&x, &runs)?.flatten_all()?.to_vec1::<f32>()?;
+        let logits = self.lm_head.forward(&x, runs)?.flatten_all()?.to_vec1::<f32>()?;
         for &(row, _, len, before) in &step.spans {
             cache.set_seqlen(row, before + len);
         }
