@@ -57,11 +57,12 @@ const BLOCKED_MIN_QUERIES: usize = 16;
 /// cost more to merge than they gain.
 const MIN_SPLIT_KEYS: usize = 256;
 
-/// A unit of parallel work: a run of packed tokens of one row, against one KV head, over a
-/// range of key positions.
+/// A unit of parallel work: some packed tokens against one KV head of one cache row, over a
+/// range of key positions. Usually the tokens are a run of that row's own; for rows that share
+/// a prefix they are every sharing row's tokens, against the prefix in its source row.
 struct Item {
-    first: usize,
-    len: usize,
+    tokens: Vec<usize>,
+    row: usize,
     kv_head: usize,
     keys: Range<usize>,
 }
@@ -74,6 +75,18 @@ struct Partial {
     out: Vec<f32>,
 }
 
+/// Rows of this pass whose caches begin with `len` positions of row `source`: at decode after
+/// one prompt fanned out into samples, each key of the prompt is then loaded once for all of
+/// them instead of once per row.
+struct SharedGroup {
+    source: usize,
+    len: usize,
+    tokens: Vec<usize>,
+}
+
+/// Shares shorter than this are left to each row: their few keys are not worth another item.
+const MIN_SHARED_KEYS: usize = KEY_CHUNK;
+
 /// `q` is `(N, H, D)` with RoPE applied; the cache already holds this pass's K/V. Returns
 /// `(N, H, D)`. Attention over a long prompt is the longest stretch of a layer, so remaining
 /// items are skipped once `cancel` is set; the caller then discards the output.
@@ -83,7 +96,8 @@ pub fn attend(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sha
 
 /// `attend`, planned as if for `threads` threads (tests force key-range splits with it).
 fn attend_split_for(threads: usize, cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, cancel: Option<&AtomicBool>) -> Vec<f32> {
-    let items = plan_items(slots, shape, threads);
+    let groups = shared_groups(cache, slots, shape);
+    let items = plan_items(slots, shape, threads, &groups);
     let partials: Vec<Option<Partial>> = items
         .par_iter()
         .map(|item| {
@@ -95,47 +109,74 @@ fn attend_split_for(threads: usize, cache: &KvCache, layer: usize, slots: &[Toke
         .collect();
     let (h, d) = (shape.n_heads, shape.head_dim);
     let group = h / shape.n_kv_heads;
-    let mut out = vec![0.0f32; slots.len() * h * d];
-    // Items over the same queries are adjacent in plan order; merge each run of them.
-    let mut start = 0;
-    while start < items.len() {
-        let same = |i: &Item| i.first == items[start].first && i.kv_head == items[start].kv_head;
-        let end = start + items[start..].iter().take_while(|i| same(i)).count();
-        let parts: Vec<&Partial> = partials[start..end].iter().flatten().collect();
-        if parts.len() == end - start {
-            let item = &items[start];
-            for (qi, merged) in merge(&parts, d).chunks_exact(d).enumerate() {
-                // Query qi is head `qi % group` of the item's KV head, for token `qi / group`.
-                let at = ((item.first + qi / group) * h + item.kv_head * group + qi % group) * d;
-                out[at..at + d].copy_from_slice(merged);
-            }
+    let mut merged = Merged::new(slots.len() * h, d);
+    for (item, partial) in items.iter().zip(&partials) {
+        let Some(partial) = partial else { continue };
+        for qi in 0..partial.max.len() {
+            // Query qi is head `qi % group` of the item's KV head, for its token `qi / group`.
+            let at = item.tokens[qi / group] * h + item.kv_head * group + qi % group;
+            merged.add(at, partial.max[qi], partial.sum[qi], &partial.out[qi * d..(qi + 1) * d]);
         }
-        start = end;
     }
-    out
+    merged.finish()
 }
 
-/// Query blocks × KV heads, with key ranges split when there are too few items to keep every
-/// thread busy (decode at small batch).
-fn plan_items(slots: &[TokenSlot], shape: &AttentionShape, threads: usize) -> Vec<Item> {
-    let mut blocks = Vec::new();
+/// The groups of rows in this pass that share a prefix long enough to read once. A source row
+/// that is itself in the pass joins its group: its own prefix is the shared one.
+fn shared_groups(cache: &KvCache, slots: &[TokenSlot], shape: &AttentionShape) -> Vec<SharedGroup> {
+    if shape.window.is_some() {
+        return Vec::new();
+    }
+    let mut rows: Vec<usize> = slots.iter().map(|s| s.row).collect();
+    rows.dedup();
+    let shares: Vec<_> = rows.iter().map(|&r| cache.shared_prefix(r).filter(|s| s.len >= MIN_SHARED_KEYS)).collect();
+    let mut groups: Vec<SharedGroup> = Vec::new();
+    for share in shares.iter().flatten() {
+        match groups.iter_mut().find(|g| g.source == share.source) {
+            Some(g) => g.len = g.len.min(share.len),
+            None => groups.push(SharedGroup { source: share.source, len: share.len, tokens: Vec::new() }),
+        }
+    }
+    for (t, slot) in slots.iter().enumerate() {
+        let share = rows.iter().position(|&r| r == slot.row).and_then(|i| shares[i]);
+        let source = share.map_or(slot.row, |s| s.source);
+        if let Some(g) = groups.iter_mut().find(|g| g.source == source) {
+            g.tokens.push(t);
+        }
+    }
+    groups.retain(|g| g.tokens.iter().any(|&t| slots[t].row != slots[g.tokens[0]].row));
+    groups
+}
+
+/// Query blocks × KV heads (and shared prefixes × KV heads), with key ranges split when there
+/// are too few items to keep every thread busy (decode at small batch).
+fn plan_items(slots: &[TokenSlot], shape: &AttentionShape, threads: usize, groups: &[SharedGroup]) -> Vec<Item> {
+    // Each token's own keys start past the prefix its group reads for it.
+    let mut shared_len = vec![0; slots.len()];
+    let mut blocks: Vec<(Vec<usize>, usize, Range<usize>)> = Vec::new();
+    for g in groups {
+        g.tokens.iter().for_each(|&t| shared_len[t] = g.len);
+        for tokens in g.tokens.chunks(QUERY_BLOCK) {
+            blocks.push((tokens.to_vec(), g.source, 0..g.len));
+        }
+    }
     let mut first = 0;
     while first < slots.len() {
         let row = slots[first].row;
         let len = slots[first..].iter().take(QUERY_BLOCK).take_while(|s| s.row == row).count();
-        let keys = shape.visible(slots[first].pos).start..slots[first + len - 1].pos + 1;
-        blocks.push((first, len, keys));
+        let start = shape.visible(slots[first].pos).start.max(shared_len[first]);
+        blocks.push(((first..first + len).collect(), row, start..slots[first + len - 1].pos + 1));
         first += len;
     }
     let wanted = 4 * threads;
     let base = blocks.len() * shape.n_kv_heads;
     let mut items = Vec::new();
-    for (first, len, keys) in blocks {
+    for (tokens, row, keys) in blocks.into_iter().filter(|(_, _, keys)| !keys.is_empty()) {
         let pieces = if base >= wanted { 1 } else { wanted.div_ceil(base).min(keys.len() / MIN_SPLIT_KEYS).max(1) };
         let step = keys.len().div_ceil(pieces).next_multiple_of(KEY_CHUNK);
         for kv_head in 0..shape.n_kv_heads {
             for lo in keys.clone().step_by(step) {
-                items.push(Item { first, len, kv_head, keys: lo..(lo + step).min(keys.end) });
+                items.push(Item { tokens: tokens.clone(), row, kv_head, keys: lo..(lo + step).min(keys.end) });
             }
         }
     }
@@ -148,13 +189,14 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
     let group = h / kvh;
     let scale = 1.0 / (d as f32).sqrt();
     let stride = kvh * d;
-    let (k_row, v_row) = cache.row(layer, slots[item.first].row);
+    let (k_row, v_row) = cache.row(layer, item.row);
     let (k_head, v_head) = (&k_row[item.kv_head * d..], &v_row[item.kv_head * d..]);
     // Query qi: its vector and the keys it sees inside this item's range.
-    let queries: Vec<(&[f32], Range<usize>)> = (0..item.len * group)
+    let queries: Vec<(&[f32], Range<usize>)> = (0..item.tokens.len() * group)
         .map(|qi| {
-            let slot = slots[item.first + qi / group];
-            let at = ((item.first + qi / group) * h + item.kv_head * group + qi % group) * d;
+            let token = item.tokens[qi / group];
+            let slot = slots[token];
+            let at = (token * h + item.kv_head * group + qi % group) * d;
             let seen = shape.visible(slot.pos);
             (&q[at..at + d], seen.start.max(item.keys.start)..seen.end.min(item.keys.end))
         })
@@ -201,27 +243,47 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
     Partial { max, sum, out }
 }
 
-/// Softmax-weighted values of each query from the partials over its key ranges: each partial
-/// is rescaled to the overall max before the sums are combined.
-fn merge(parts: &[&Partial], d: usize) -> Vec<f32> {
-    let n = parts.first().map_or(0, |p| p.max.len());
-    let mut merged = vec![0.0f32; n * d];
-    for (qi, o) in merged.chunks_exact_mut(d).enumerate() {
-        let max = parts.iter().map(|p| p.max[qi]).fold(f32::NEG_INFINITY, f32::max);
+/// Each query's softmax-weighted values, combined from the partials over its key ranges as they
+/// come: the running sums are rescaled whenever a partial brings a larger max.
+struct Merged {
+    max: Vec<f32>,
+    sum: Vec<f32>,
+    out: Vec<f32>,
+    d: usize,
+}
+
+impl Merged {
+    fn new(queries: usize, d: usize) -> Self {
+        Self { max: vec![f32::NEG_INFINITY; queries], sum: vec![0.0; queries], out: vec![0.0; queries * d], d }
+    }
+
+    fn add(&mut self, query: usize, max: f32, sum: f32, out: &[f32]) {
         if max == f32::NEG_INFINITY {
-            continue;
+            return;
         }
-        let mut total = 0.0f32;
-        for part in parts {
-            let weight = (part.max[qi] - max).exp();
-            total += weight * part.sum[qi];
-            for (m, &x) in o.iter_mut().zip(&part.out[qi * d..(qi + 1) * d]) {
-                *m += weight * x;
+        let o = &mut self.out[query * self.d..(query + 1) * self.d];
+        if self.max[query] == f32::NEG_INFINITY {
+            o.copy_from_slice(out);
+            (self.max[query], self.sum[query]) = (max, sum);
+            return;
+        }
+        let top = self.max[query].max(max);
+        let (old, new) = ((self.max[query] - top).exp(), (max - top).exp());
+        for (m, &x) in o.iter_mut().zip(out) {
+            *m = *m * old + x * new;
+        }
+        (self.max[query], self.sum[query]) = (top, self.sum[query] * old + sum * new);
+    }
+
+    /// Divides by the sums; a query that saw no key stays zero.
+    fn finish(mut self) -> Vec<f32> {
+        for (o, &total) in self.out.chunks_exact_mut(self.d).zip(&self.sum) {
+            if total > 0.0 {
+                o.iter_mut().for_each(|m| *m /= total);
             }
         }
-        o.iter_mut().for_each(|m| *m /= total);
+        self.out
     }
-    merged
 }
 
 #[cfg(test)]

@@ -8,6 +8,11 @@
 //! pre-smear embedding of the last one is recomputed from its id, so truncating a row keeps it
 //! exact (the token before the new end is still known) where a stored embedding would be lost.
 
+mod shared_prefix;
+
+pub use shared_prefix::SharedPrefix;
+use shared_prefix::SharedPrefixes;
+
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -27,6 +32,7 @@ pub struct KvCache {
     /// Per row, the ids of its cached positions, kept only by models that record them (empty
     /// otherwise). Trimmed with the row, copied with it, cleared when it is reset.
     history: Vec<Vec<u32>>,
+    shared: SharedPrefixes,
     /// K/V on the GPU for a model running there; `k`/`v` above are then empty.
     #[cfg(feature = "cuda")]
     device: Option<crate::cuda::store::DeviceKv>,
@@ -52,6 +58,7 @@ impl KvCache {
             v: zeroed(elems)?,
             seqlens: vec![0; batch],
             history: vec![Vec::new(); batch],
+            shared: SharedPrefixes::new(batch),
             #[cfg(feature = "cuda")]
             device: None,
         })
@@ -117,12 +124,14 @@ impl KvCache {
     pub fn reset(&mut self) {
         self.seqlens.iter_mut().for_each(|s| *s = 0);
         self.history.iter_mut().for_each(Vec::clear);
+        self.shared.clear();
     }
 
     pub fn reset_row(&mut self, row: usize) -> Result<()> {
         self.check_row(row)?;
         self.seqlens[row] = 0;
         self.history[row].clear();
+        self.shared.changed(row, 0);
         Ok(())
     }
 
@@ -137,6 +146,7 @@ impl KvCache {
         }
         self.seqlens[row] = len as i32;
         self.history[row].truncate(len);
+        self.shared.changed(row, len);
         Ok(())
     }
 
@@ -148,6 +158,7 @@ impl KvCache {
         if src == dst {
             return Ok(());
         }
+        self.shared.copied(src, dst, self.seqlen(src));
         #[cfg(feature = "cuda")]
         if let Some(d) = &self.device {
             d.copy_row(src, dst)?;
@@ -208,6 +219,7 @@ impl KvCache {
     /// Writes K/V for `n` consecutive positions of one row, starting at `pos`. The row length is
     /// not advanced here: the model commits lengths only once every layer has succeeded.
     pub fn write(&mut self, layer: usize, row: usize, pos: usize, k: &[f32], v: &[f32]) {
+        self.shared.changed(row, pos);
         let at = self.offset(layer, row, pos);
         self.k[at..at + k.len()].copy_from_slice(k);
         self.v[at..at + v.len()].copy_from_slice(v);
@@ -222,6 +234,11 @@ impl KvCache {
 
     pub fn set_seqlen(&mut self, row: usize, len: usize) {
         self.seqlens[row] = len as i32;
+    }
+
+    /// The positions this row holds in common with another row (from `copy_row`), if any.
+    pub fn shared_prefix(&self, row: usize) -> Option<SharedPrefix> {
+        self.shared.get(row)
     }
 
     /// The recorded ids of a row's cached positions; shorter than the row when the model that
