@@ -16,6 +16,7 @@ mod kernels;
 
 pub use kernels::exp;
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -127,25 +128,27 @@ fn shared_groups(cache: &KvCache, slots: &[TokenSlot], shape: &AttentionShape) -
     if shape.window.is_some() {
         return Vec::new();
     }
-    let mut rows: Vec<usize> = slots.iter().map(|s| s.row).collect();
-    rows.dedup();
-    let shares: Vec<_> = rows.iter().map(|&r| cache.shared_prefix(r).filter(|s| s.len >= MIN_SHARED_KEYS)).collect();
-    let mut groups: Vec<SharedGroup> = Vec::new();
-    for share in shares.iter().flatten() {
-        match groups.iter_mut().find(|g| g.source == share.source) {
-            Some(g) => g.len = g.len.min(share.len),
-            None => groups.push(SharedGroup { source: share.source, len: share.len, tokens: Vec::new() }),
-        }
+    // Rows not sharing start groups of their own with no length; those, and groups of a single
+    // row, are dropped at the end.
+    let mut groups: Vec<(SharedGroup, usize)> = Vec::new();
+    let mut by_source = HashMap::new();
+    let mut first = 0;
+    while first < slots.len() {
+        let row = slots[first].row;
+        let end = first + slots[first..].iter().take_while(|s| s.row == row).count();
+        let share = cache.shared_prefix(row).filter(|s| s.len >= MIN_SHARED_KEYS);
+        let source = share.map_or(row, |s| s.source);
+        let at = *by_source.entry(source).or_insert_with(|| {
+            groups.push((SharedGroup { source, len: usize::MAX, tokens: Vec::new() }, 0));
+            groups.len() - 1
+        });
+        let (group, rows) = &mut groups[at];
+        group.len = group.len.min(share.map_or(usize::MAX, |s| s.len));
+        group.tokens.extend(first..end);
+        *rows += 1;
+        first = end;
     }
-    for (t, slot) in slots.iter().enumerate() {
-        let share = rows.iter().position(|&r| r == slot.row).and_then(|i| shares[i]);
-        let source = share.map_or(slot.row, |s| s.source);
-        if let Some(g) = groups.iter_mut().find(|g| g.source == source) {
-            g.tokens.push(t);
-        }
-    }
-    groups.retain(|g| g.tokens.iter().any(|&t| slots[t].row != slots[g.tokens[0]].row));
-    groups
+    groups.into_iter().filter(|(g, rows)| *rows > 1 && g.len != usize::MAX).map(|(g, _)| g).collect()
 }
 
 /// Query blocks × KV heads (and shared prefixes × KV heads), with key ranges split when there
