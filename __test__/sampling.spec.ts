@@ -127,6 +127,21 @@ for (const { vocab, width, o, draws, bigger, path } of [
   })
 }
 
+// Large vocabularies take top-k through a threshold guessed from a sample of the logits; these
+// rows are built so that a bad guess would drop one of the k best or keep too few.
+for (const { name, logits, topK = 10 } of [
+  { name: 'random', logits: randomLogits(20_000, 31, 8) },
+  { name: 'a sample whose best are the only high ones (falls back to every token)', topK: 50, logits: Float32Array.from({ length: 20_000 }, (_, i) => (i % 8 === 0 ? 4 + i / 20_000 : ((i * 7919) % 1000) / 1000)) },
+  { name: 'ascending (every token beats the last)', logits: Float32Array.from({ length: 20_000 }, (_, i) => i * 1e-3) },
+  { name: 'the best tokens all off the sampled positions', logits: Float32Array.from({ length: 20_000 }, (_, i) => (i % 8 === 3 ? 5 + i / 20_000 : (i % 97) / 97)) },
+  { name: 'masked but for 30 tokens', logits: Float32Array.from({ length: 20_000 }, (_, i) => (i % 661 === 7 ? i / 2000 : -Infinity)) },
+]) {
+  test(`top-k over 20000 tokens matches the reference: ${name}`, (t) => {
+    const o = { topK, temperature: 0.7 }
+    assertMatches(t, drawCounts(sampler(o, 3), logits, 20_000), reference(logits, o), 20_000)
+  })
+}
+
 test('the same seed reproduces a sequence of draws; other seeds and other rows differ', (t) => {
   const logits = randomLogits(49152, 4, 4)
   const draw = (rng: Rng, o: SamplingOptions) => {
