@@ -315,25 +315,10 @@ fn zeroed(elems: usize) -> Result<Vec<f32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Architecture, RopeStyle};
+    use crate::config::test_config;
 
     fn config(n_layers: usize, n_kv_heads: usize, head_dim: usize) -> ModelConfig {
-        ModelConfig {
-            architecture: Architecture::Llama,
-            vocab_size: 10,
-            hidden_size: 8,
-            intermediate_size: 8,
-            n_layers,
-            n_heads: n_kv_heads * 2,
-            n_kv_heads,
-            head_dim,
-            rms_norm_eps: 1e-5,
-            rope_theta: 10_000.0,
-            rope_style: RopeStyle::Interleaved,
-            rope_freq_factors: Vec::new(),
-            context_length: 8192,
-            tie_word_embeddings: true,
-        }
+        test_config(n_layers, n_kv_heads * 2, n_kv_heads, head_dim)
     }
 
     /// A value that encodes where it was written, so any misplaced copy shows up.
