@@ -87,3 +87,20 @@ fn a_rows_output_does_not_depend_on_its_batch() {
     let wider = matrix.forward(&x, 150).expect("wider");
     assert!(wider[..64 * n] == alone_wide[..], "wide rows changed with the number of rows");
 }
+
+/// Every tile shape runs each output's operations in the same order, so a row gives the same
+/// bits alone as in a call of nine (8×1 tiles, then 1×4).
+#[test]
+fn tile_shapes_agree_bit_for_bit() {
+    let (m, n, k) = (9, 37, 576);
+    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+        let matrix = QuantMatrix::new(quantized(dtype, n, k)).expect("supported");
+        let mut x = noise(3, m * k);
+        x.iter_mut().step_by(97).for_each(|v| *v *= 300.0);
+        let together = matrix.forward(&x, m).expect("together");
+        for (row, values) in x.chunks(k).enumerate() {
+            let alone = matrix.forward(values, 1).expect("alone");
+            assert!(alone[..] == together[row * n..(row + 1) * n], "{dtype:?}: row {row} changed with its batch");
+        }
+    }
+}
