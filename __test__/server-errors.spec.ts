@@ -123,16 +123,21 @@ test.serial('a client that disconnects mid-stream frees its rows within one step
   const busy = post(server.url, 'v1/chat/completions', { messages: [user('Describe the ocean in detail.')], n: 4, max_tokens: 400, temperature: 0 }, stop.signal)
   busy.catch(() => {}) // aborted below once the measurement is done
   await until(async () => (await metric(server.url, 'kvengine_running_rows')) === 4)
+  const cancelledBefore = await metric(server.url, 'kvengine_requests_cancelled_total')
   await abandon(4)
-  const atAbort = await metric(server.url, 'kvengine_decode_steps_total')
+  // Counted from the step the server saw the client leave, not from the abort: the test's own
+  // scrape can reach the server before the dropped connection's FIN does.
+  let seenAt = -1
   let freedAt = -1
   await until(async () => {
     const m = await scrape(server.url)
-    if (m.get('kvengine_running_rows') === 4) freedAt = m.get('kvengine_decode_steps_total') as number
+    const steps = m.get('kvengine_decode_steps_total') as number
+    if (seenAt === -1 && (m.get('kvengine_requests_cancelled_total') as number) > cancelledBefore) seenAt = steps
+    if (seenAt !== -1 && m.get('kvengine_running_rows') === 4) freedAt = steps
     return freedAt !== -1
   }, 0) // no pause: a step is a few milliseconds
   // The step in flight when the client left completes; the row is gone from the one after.
-  t.true(freedAt !== -1 && freedAt - atAbort <= 1, `the rows were freed ${freedAt - atAbort} steps after the disconnect`)
+  t.true(seenAt !== -1 && freedAt !== -1 && freedAt - seenAt <= 1, `the rows were freed ${freedAt - seenAt} steps after the server saw the disconnect`)
   stop.abort()
 })
 

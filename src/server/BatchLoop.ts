@@ -63,6 +63,7 @@ export class BatchLoop {
   /** The client went away: a waiting job leaves the queue now, a running one frees its rows at the next step. */
   cancel(job: Job): void {
     job.cancelled = true
+    this.#metrics.cancelledRequests++
     this.#scheduler.withdraw(job)
   }
 

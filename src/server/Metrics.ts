@@ -39,6 +39,7 @@ export class Metrics {
   cachedPromptTokens = 0
   generatedTokens = 0
   decodeSteps = 0
+  cancelledRequests = 0
   readonly timeToFirstToken = new Histogram(TTFT_BUCKETS)
   readonly timePerToken = new Histogram(TOKEN_BUCKETS)
 
@@ -56,6 +57,7 @@ export class Metrics {
     scalar('kvengine_prompt_tokens_cached_total', 'counter', 'Prompt tokens whose K/V was reused from an earlier request.', this.cachedPromptTokens)
     scalar('kvengine_generation_tokens_total', 'counter', 'Tokens generated, over all choices.', this.generatedTokens)
     scalar('kvengine_decode_steps_total', 'counter', 'Batched forward passes run by the decode loop.', this.decodeSteps)
+    scalar('kvengine_requests_cancelled_total', 'counter', 'Requests whose client left before the response ended.', this.cancelledRequests)
     scalar('kvengine_running_rows', 'gauge', 'KV cache rows held by requests being decoded.', gauges.runningRows)
     scalar('kvengine_queued_rows', 'gauge', 'Rows wanted by requests waiting for admission.', gauges.queuedRows)
     scalar('kvengine_kv_cache_bytes', 'gauge', 'Bytes held by the shared KV cache.', gauges.kvCacheBytes)
