@@ -37,10 +37,3 @@ impl WeightFormat {
         (scale, values)
     }
 }
-
-#[inline(always)]
-pub fn block_scale(block: *const u8) -> f32 {
-    // SAFETY: callers pass a pointer to the start of a whole block.
-    let bits = unsafe { u16::from_le_bytes([*block, *block.add(1)]) };
-    f16::from_bits(bits).to_f32()
-}

@@ -10,6 +10,8 @@ mod dense;
 mod formats;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod x86_avx512;
 
 use std::sync::{Arc, OnceLock};
 
@@ -145,26 +147,30 @@ fn column_chunk(n: usize, m: usize, row_bytes: usize) -> usize {
     const L2_SHARE: usize = 128 * 1024;
     let per_thread = n.div_ceil(rayon::current_num_threads() * 4);
     let cap = if m > 1 { L2_SHARE / row_bytes.max(1) } else { usize::MAX };
-    per_thread.min(cap).max(8).next_multiple_of(4)
+    per_thread.min(cap).max(8).next_multiple_of(8)
 }
 
-/// Which narrow kernel runs, decided once: AVX2 where the build has it, unless
-/// `KVENGINE_KERNEL=portable` asks for the plain-Rust definition, for comparing them.
+/// Which narrow kernel runs, decided once: AVX-512 on CPUs that have it, else AVX2 where the
+/// build has it. `KVENGINE_KERNEL=avx2` or `=portable` (the plain-Rust definition) asks for a
+/// lesser one, for comparing them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
     Portable,
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     Avx2,
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    Avx512,
 }
 
 pub fn kernel() -> Kernel {
     static KERNEL: OnceLock<Kernel> = OnceLock::new();
     *KERNEL.get_or_init(|| {
-        if std::env::var("KVENGINE_KERNEL").is_ok_and(|k| k == "portable") {
+        let asked = std::env::var("KVENGINE_KERNEL").unwrap_or_default();
+        if asked == "portable" {
             return Kernel::Portable;
         }
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        return Kernel::Avx2;
+        return if asked != "avx2" && std::arch::is_x86_feature_detected!("avx512f") { Kernel::Avx512 } else { Kernel::Avx2 };
         #[allow(unreachable_code)]
         Kernel::Portable
     })
@@ -177,7 +183,9 @@ impl Kernel {
         match self {
             Self::Portable => portable(format, weights, row_bytes, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Self::Avx2 => tiled::run(format, weights, row_bytes, cols, x, m, out),
+            Self::Avx2 => tiled::run::<x86::Avx2>(format, weights, row_bytes, cols, x, m, out),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::Avx512 => tiled::run::<x86_avx512::Avx512>(format, weights, row_bytes, cols, x, m, out),
         }
     }
 }

@@ -46,21 +46,39 @@ fn kernels_match_the_dequantized_product_for_every_shape() {
     }
 }
 
+/// The SIMD kernels this CPU can run: each is tested, not only the one `kernel()` picks.
+fn simd_kernels() -> Vec<Kernel> {
+    #[allow(unused_mut)]
+    let mut kernels = Vec::new();
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    {
+        kernels.push(Kernel::Avx2);
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            kernels.push(Kernel::Avx512);
+        }
+    }
+    kernels
+}
+
+fn run_kernel(kernel: Kernel, matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
+    let data = matrix.tensor.data().expect("data");
+    let row_bytes = matrix.k / BLOCK * matrix.format.block_bytes();
+    let mut out = vec![0.0; m * matrix.n];
+    kernel.run(matrix.format, &data, row_bytes, x, m, &mut out);
+    out
+}
+
 #[test]
 fn simd_and_portable_kernels_agree() {
     let (m, n, k) = (6, 9, 160);
     for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
-        let tensor = quantized(dtype, n, k);
-        let ours = QuantMatrix::new(tensor.clone()).expect("supported format");
-        let data = tensor.data().expect("data");
+        let matrix = QuantMatrix::new(quantized(dtype, n, k)).expect("supported format");
         let x = noise(9, m * k);
-        let row_bytes = k / BLOCK * ours.format.block_bytes();
-        let mut portable_out = vec![0.0; m * n];
-        Kernel::Portable.run(ours.format, &data, row_bytes, &x, m, &mut portable_out);
-        let mut simd_out = vec![0.0; m * n];
-        kernel().run(ours.format, &data, row_bytes, &x, m, &mut simd_out);
-        for (a, b) in portable_out.iter().zip(&simd_out) {
-            assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{dtype:?}: {a} vs {b}");
+        let portable = run_kernel(Kernel::Portable, &matrix, &x, m);
+        for kernel in simd_kernels() {
+            for (a, b) in portable.iter().zip(&run_kernel(kernel, &matrix, &x, m)) {
+                assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{dtype:?} {kernel:?}: {a} vs {b}");
+            }
         }
     }
 }
@@ -89,17 +107,19 @@ fn a_rows_output_does_not_depend_on_its_batch() {
 }
 
 /// Every tile shape runs each output's operations in the same order, so a row gives the same
-/// bits alone as in a call of nine (8×1 tiles, then 1×4).
+/// bits alone as in a call of 15 (8-row tiles, then 4, 2 and 1), with columns at the edges.
 #[test]
 fn tile_shapes_agree_bit_for_bit() {
-    let (m, n, k) = (9, 37, 576);
+    let (m, n, k) = (15, 37, 576);
     for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
         let matrix = QuantMatrix::new(quantized(dtype, n, k)).expect("supported");
         let x = noise(3, m * k);
-        let together = matrix.forward(&x, m).expect("together");
-        for (row, values) in x.chunks(k).enumerate() {
-            let alone = matrix.forward(values, 1).expect("alone");
-            assert!(alone[..] == together[row * n..(row + 1) * n], "{dtype:?}: row {row} changed with its batch");
+        for kernel in [Kernel::Portable].into_iter().chain(simd_kernels()) {
+            let together = run_kernel(kernel, &matrix, &x, m);
+            for (row, values) in x.chunks(k).enumerate() {
+                let alone = run_kernel(kernel, &matrix, values, 1);
+                assert!(alone[..] == together[row * n..(row + 1) * n], "{dtype:?} {kernel:?}: row {row} changed with its batch");
+            }
         }
     }
 }

@@ -6,7 +6,26 @@
 
 use std::arch::x86_64::*;
 
-use super::formats::{block_scale, WeightFormat, BLOCK};
+use super::formats::{WeightFormat, BLOCK};
+use super::tiled::{Context, Tile, TileKernel};
+
+pub struct Avx2;
+
+impl TileKernel for Avx2 {
+    fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: &mut [f32]) -> usize {
+        // 16 vector registers: up to 8 accumulators beside a widened block.
+        match rows_left {
+            8.. => ctx.sweep::<8, 1>(row, out),
+            4.. => ctx.sweep::<4, 2>(row, out),
+            2.. => ctx.sweep::<2, 2>(row, out),
+            _ => ctx.sweep::<1, 4>(row, out),
+        }
+    }
+
+    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+        tile_avx2(format, tile, blocks)
+    }
+}
 
 /// A block's 32 values as four vectors of eight f32.
 #[inline(always)]
@@ -34,6 +53,15 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m256; 4] {
     }
 }
 
+/// A block's f16 scale in the low lane. Read as a plain integer and moved in whole: converting
+/// it through `half` loads it with `vpinsrw`, which merges into a register the compiler had
+/// just used for an accumulator and so chained every block's scale behind the previous FMAs.
+#[inline(always)]
+pub unsafe fn block_scale(block: *const u8) -> __m128 {
+    let bits = (block as *const u16).read_unaligned();
+    _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))
+}
+
 #[inline(always)]
 unsafe fn horizontal_sum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -41,18 +69,12 @@ unsafe fn horizontal_sum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
 }
 
-/// Pointers into one tile's inputs: `NR` weight rows (block-encoded) and `MR` activation rows.
-pub struct Tile<const MR: usize, const NR: usize> {
-    pub weights: [*const u8; NR],
-    pub acts: [*const f32; MR],
-}
-
 /// How many tiles ahead of the current one the weights are prefetched.
 const PREFETCH_TILES: usize = 2;
 
 /// `out[j][i]` = activation row j · weight row i, over `blocks` blocks.
 #[inline(always)]
-pub unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
     let stride = format.block_bytes();
     let mut acc = [[_mm256_setzero_ps(); NR]; MR];
     // The NR rows are adjacent, and the next tiles continue right after them: pulling that
@@ -69,7 +91,7 @@ pub unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile:
         for i in 0..NR {
             let block = tile.weights[i].add(b * stride);
             let w = widen(format, block);
-            let scale = _mm256_set1_ps(block_scale(block));
+            let scale = _mm256_broadcastss_ps(block_scale(block));
             for j in 0..MR {
                 // Every output runs this same sequence whatever the tile's shape, so a row's
                 // result does not depend on how many rows share its call.

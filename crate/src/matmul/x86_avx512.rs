@@ -1,0 +1,94 @@
+//! AVX-512 kernel, picked at run time on CPUs that have it (the build itself stays x86-64-v3).
+//! A block's 32 weights fill two 16-lane vectors, widened to f32 and multiplied by their scale
+//! once per tile, so each output costs two FMAs per block where the AVX2 tile spends five, and
+//! the 32 vector registers hold twice the tile. Each output accumulates `weight × activation`
+//! into one vector in block order whatever the tile's shape, so a row's result does not depend
+//! on how many rows share its call.
+
+use std::arch::x86_64::*;
+
+use super::formats::{WeightFormat, BLOCK};
+use super::tiled::{Context, Tile, TileKernel};
+use super::x86::block_scale;
+
+pub struct Avx512;
+
+impl TileKernel for Avx512 {
+    fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: &mut [f32]) -> usize {
+        // 16 accumulators (8 for a lone row, whose FMA chains still cover the latency).
+        match rows_left {
+            8.. => ctx.sweep::<8, 2>(row, out),
+            4.. => ctx.sweep::<4, 4>(row, out),
+            2.. => ctx.sweep::<2, 4>(row, out),
+            _ => ctx.sweep::<1, 8>(row, out),
+        }
+    }
+
+    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+        tile_avx512(format, tile, blocks)
+    }
+}
+
+/// A block's values times its scale: the same f32 the wide road widens its panels to.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m512; 2] {
+    let scale = _mm512_broadcastss_ps(block_scale(block));
+    let bytes = |at: usize| _mm_loadu_si128(block.add(2 + at) as *const __m128i);
+    match format {
+        WeightFormat::Q8_0 => [0, 16].map(|at| _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes(at))), scale)),
+        WeightFormat::Q4_0 => {
+            // The 16 bytes zero-extended to 32-bit lanes hold values 0..16 in their low nibbles
+            // and 16..32 in their high ones. (v − 8)·s is one rounding of an exact product
+            // either way, so fma(v, s, −8s) gives the bits `(v - 8) * s` would.
+            let packed = _mm512_cvtepu8_epi32(bytes(0));
+            let offset = _mm512_mul_ps(scale, _mm512_set1_ps(-8.0));
+            let value = |nibbles: __m512i| _mm512_fmadd_ps(_mm512_cvtepi32_ps(nibbles), scale, offset);
+            [value(_mm512_and_si512(packed, _mm512_set1_epi32(0x0f))), value(_mm512_srli_epi32::<4>(packed))]
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn horizontal_sum(v: __m512) -> f32 {
+    let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    let s = _mm256_add_ps(_mm512_castps512_ps256(v), high);
+    let s = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)))
+}
+
+/// How many tiles ahead of the current one the weights are prefetched.
+const PREFETCH_TILES: usize = 2;
+
+/// `out[j][i]` = activation row j · weight row i, over `blocks` blocks.
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+    let stride = format.block_bytes();
+    let mut acc = [[_mm512_setzero_ps(); NR]; MR];
+    // The NR rows are adjacent and the next tiles follow them (see the AVX2 tile).
+    let ahead = tile.weights[0].wrapping_add(NR * blocks * stride * PREFETCH_TILES);
+    for b in 0..blocks {
+        let mut line = 0;
+        while line < NR * stride {
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(b * NR * stride + line) as *const i8);
+            line += 64;
+        }
+        for i in 0..NR {
+            let [low, high] = widen(format, tile.weights[i].add(b * stride));
+            for j in 0..MR {
+                let a = tile.acts[j].add(b * BLOCK);
+                acc[j][i] = _mm512_fmadd_ps(low, _mm512_loadu_ps(a), acc[j][i]);
+                acc[j][i] = _mm512_fmadd_ps(high, _mm512_loadu_ps(a.add(16)), acc[j][i]);
+            }
+        }
+    }
+    let mut out = [[0.0f32; NR]; MR];
+    for j in 0..MR {
+        for i in 0..NR {
+            out[j][i] = horizontal_sum(acc[j][i]);
+        }
+    }
+    out
+}
