@@ -137,6 +137,23 @@ test.serial('an abort during a long prefill cancels it between layers and leaves
   cache.dispose()
 })
 
+test.serial('a logitsInto array too small, or not a Float32Array, is refused before the pass runs', async (t) => {
+  const vocab = model.info.vocabSize
+  const cache = model.createCache(2, 64)
+  await rejects(t, model.forward(cache, [prompt, prompt], { logitsInto: new Float32Array(vocab) }), 'INVALID_ARGUMENT', /logitsInto holds .* size it rows × vocabSize/)
+  await rejects(t, model.forward(cache, [prompt], { logitsInto: [] as unknown as Float32Array }), 'INVALID_ARGUMENT', /Float32Array/)
+  t.deepEqual(Array.from(cache.seqlens), [0, 0])
+  // The same pass into a reused array gives the fresh array's values, as a view of it.
+  const into = new Float32Array(2 * vocab)
+  const reused = await model.forward(cache, [prompt, []], { logitsInto: into })
+  const alone = model.createCache(1, 64)
+  const fresh = await model.forward(alone, [prompt])
+  t.is(reused.logits.buffer, into.buffer)
+  t.deepEqual(Array.from(reused.logits), Array.from(fresh.logits))
+  cache.dispose()
+  alone.dispose()
+})
+
 test.serial('use after dispose', async (t) => {
   const m = await Model.load(modelPath('Q8_0'))
   const cache = m.createCache(1, 16)

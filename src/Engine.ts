@@ -65,10 +65,12 @@ export class Engine {
       (_, r) => new RowState(new Sampler(sampling, Rng.forRow(seed, r)), this.model.tokenizer.createDecoder(), options.stop ?? [], plan.tools),
     )
     const vocab = this.model.info.vocabSize
+    // Every step's logits land in this one array: nothing per step for the garbage collector.
+    const forwardOptions = { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
     try {
       // 2) Prefill: each prompt once, into the first row of its samples.
       const prefill = rows.map((_, r) => (r % plan.numSamples === 0 ? plan.prompts[r / plan.numSamples] : []))
-      let { logits, rows: logitRows } = await this.model.forward(cache, prefill, { signal: options.signal })
+      let { logits, rows: logitRows } = await this.model.forward(cache, prefill, forwardOptions)
       // 3) Replicate each prefilled row into its samples; they share the prompt's logits.
       for (let r = 0; r < rowCount; r++) {
         if (r % plan.numSamples !== 0) cache.copyRow(r - (r % plan.numSamples), r)
@@ -103,7 +105,7 @@ export class Engine {
         yield { step, states: rows }
         if (rows.every((s) => s.completed)) return
         const next = rows.map((s, r) => (s.completed ? [] : [step.tokenColumn[r]]))
-        ;({ logits, rows: logitRows } = await this.model.forward(cache, next, { signal: options.signal }))
+        ;({ logits, rows: logitRows } = await this.model.forward(cache, next, forwardOptions))
         locate(logitRows)
       }
     } catch (err) {

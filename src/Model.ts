@@ -26,10 +26,16 @@ export interface ForwardOptions {
   /** Logits for every new token instead of only each row's last one. */
   allLogits?: boolean
   signal?: AbortSignal
+  /**
+   * Writes the logits into this array instead of a fresh one, which is returned as a view of
+   * its first `rows × vocabSize` values. A decode loop that passes the same array every step
+   * allocates nothing per step; the view is only valid until the array's next use.
+   */
+  logitsInto?: Float32Array
 }
 
 export interface ForwardResult {
-  /** `(rows.length, vocabSize)` row-major; a view of native memory, not a copy. */
+  /** `(rows.length, vocabSize)` row-major; a view of native memory (or of `logitsInto`), not a copy. */
   logits: Float32Array
   /** The cache row each logits row belongs to. */
   rows: Uint32Array
@@ -120,12 +126,17 @@ export class Model {
     if (!(cache instanceof KvCache)) throw new KvEngineError('INVALID_ARGUMENT', 'forward() needs a KvCache from createCache()')
     if (!Array.isArray(tokens)) throw new KvEngineError('INVALID_ARGUMENT', 'tokens must be an array with one token list per cache row')
     const rows = tokens.map((t, i) => toTokenIds(t, this.info.vocabSize, `tokens[${i}]`))
+    if (options.logitsInto !== undefined && !(options.logitsInto instanceof Float32Array)) {
+      throw new KvEngineError('INVALID_ARGUMENT', 'logitsInto must be a Float32Array of rows × vocabSize values')
+    }
     const token = options.signal ? new native.NativeCancelToken() : undefined
     const onAbort = () => token?.cancel()
     if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'the signal was already aborted')
     options.signal?.addEventListener('abort', onAbort, { once: true })
     try {
-      return await awaitNative(() => this.#native.forward(cache.native, rows, options.allLogits ?? false, token))
+      const into = options.logitsInto
+      const result = await awaitNative(() => this.#native.forward(cache.native, rows, options.allLogits ?? false, token, into))
+      return into ? { logits: into.subarray(0, result.rows.length * this.info.vocabSize), rows: result.rows } : result
     } finally {
       options.signal?.removeEventListener('abort', onAbort)
     }

@@ -38,6 +38,8 @@ export class BatchLoop {
   readonly #stopTokens: Set<number>
   /** nanochat's calculator for a model with nanochat's vocabulary (as the Engine defaults); null otherwise. */
   readonly #tools: ToolRunner | null
+  /** Every step's logits land here: nothing per step for the garbage collector. */
+  readonly #logits: Float32Array
   #active: Active[] = []
   #wake: (() => void) | null = null
   #closed = false
@@ -47,6 +49,7 @@ export class BatchLoop {
     this.#model = model
     this.#scheduler = scheduler
     this.#metrics = metrics
+    this.#logits = new Float32Array(scheduler.cache.batchSize * model.info.vocabSize)
     const nanochat = nanochatDefaults(model.tokenizer)
     this.#stopTokens = new Set([...model.info.eogTokens, ...(nanochat?.stopTokens ?? [])])
     const registry = new ToolRegistry().register('calculator', calculator)
@@ -107,7 +110,7 @@ export class BatchLoop {
     const inputs: number[][] = Array.from({ length: cache.batchSize }, () => NOTHING)
     for (const a of this.#active) a.states.forEach((s, i) => s.completed || (inputs[a.rows[i]] = a.feed[i]))
     // On error the cache is left as it was, so the token lists (recorded only after) still match it.
-    const result = await this.#model.forward(cache, inputs)
+    const result = await this.#model.forward(cache, inputs, { logitsInto: this.#logits })
     this.#metrics.decodeSteps++
     inputs.forEach((tokens, row) => tokens.length > 0 && this.#scheduler.record(row, tokens))
     const vocab = this.#model.info.vocabSize

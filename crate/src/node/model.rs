@@ -75,7 +75,8 @@ pub struct NativeRenderedConversation {
 
 #[napi(object)]
 pub struct NativeForwardResult {
-    /// `(rows.length, vocabSize)` row-major, handed over without a copy.
+    /// `(rows.length, vocabSize)` row-major, handed over without a copy; or the caller's
+    /// `logitsInto` array (whole), whose first `rows.length × vocabSize` values hold them.
     pub logits: Float32Array,
     /// The cache row each logits row belongs to.
     pub rows: Uint32Array,
@@ -149,23 +150,53 @@ pub struct ForwardTask {
     tokens: Vec<Vec<u32>>,
     which: LogitsFor,
     cancel: Option<Arc<AtomicBool>>,
+    /// A buffer the caller reuses across steps: no fresh array per step for V8 to collect.
+    into: Option<Float32Array>,
+}
+
+impl ForwardTask {
+    /// Checked before the pass, so a buffer that is too small costs nothing and changes nothing.
+    fn check_into(&self) -> crate::Result<()> {
+        let Some(into) = &self.into else { return Ok(()) };
+        let rows = match self.which {
+            LogitsFor::All => self.tokens.iter().map(Vec::len).sum(),
+            LogitsFor::LastPerRow => self.tokens.iter().filter(|t| !t.is_empty()).count(),
+        };
+        let needed = rows.saturating_mul(self.model.model.config.vocab_size);
+        if into.len() < needed {
+            return Err(Error::invalid(format!(
+                "logitsInto holds {} floats but this pass returns {needed} ({rows} rows × the vocabulary); size it rows × vocabSize",
+                into.len()
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Task for ForwardTask {
-    type Output = ForwardOutput;
+    type Output = (ForwardOutput, Option<Float32Array>);
     type JsValue = NativeForwardResult;
 
-    fn compute(&mut self) -> napi::Result<ForwardOutput> {
+    fn compute(&mut self) -> napi::Result<Self::Output> {
         let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let cache = guard.as_mut().ok_or_else(|| disposed("KV cache"))?;
         if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
             return Err(super::to_napi(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")));
         }
-        guarded(|| self.model.model.forward(&self.tokens, cache, self.which, self.cancel.as_deref()))
+        self.check_into().map_err(super::to_napi)?;
+        let out = guarded(|| self.model.model.forward(&self.tokens, cache, self.which, self.cancel.as_deref()))?;
+        let mut into = self.into.take();
+        if let Some(buffer) = &mut into {
+            // SAFETY: the JS side holds the array for the duration of the call (the promise has
+            // not resolved) and does not touch it meanwhile; the length was checked above.
+            unsafe { buffer.as_mut()[..out.logits.len()].copy_from_slice(&out.logits) };
+        }
+        Ok((out, into))
     }
 
-    fn resolve(&mut self, _env: Env, out: ForwardOutput) -> napi::Result<NativeForwardResult> {
-        Ok(NativeForwardResult { logits: Float32Array::new(out.logits), rows: Uint32Array::new(out.rows) })
+    fn resolve(&mut self, _env: Env, (out, into): Self::Output) -> napi::Result<NativeForwardResult> {
+        let logits = into.unwrap_or_else(|| Float32Array::new(out.logits));
+        Ok(NativeForwardResult { logits, rows: Uint32Array::new(out.rows) })
     }
 }
 
@@ -271,6 +302,7 @@ impl NativeModel {
         tokens: Vec<Uint32Array>,
         all_logits: bool,
         cancel: Option<&NativeCancelToken>,
+        logits_into: Option<Float32Array>,
     ) -> napi::Result<AsyncTask<ForwardTask>> {
         Ok(AsyncTask::new(ForwardTask {
             model: self.get()?,
@@ -278,6 +310,7 @@ impl NativeModel {
             tokens: tokens.iter().map(|t| t.to_vec()).collect(),
             which: if all_logits { LogitsFor::All } else { LogitsFor::LastPerRow },
             cancel: cancel.map(|c| c.flag.clone()),
+            into: logits_into,
         }))
     }
 
