@@ -25,7 +25,11 @@ impl TileKernel for Avx512 {
     }
 
     unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
-        tile_avx512(format, tile, blocks)
+        // One copy of the loop per format, so no branch on it runs per block.
+        match format {
+            WeightFormat::Q8_0 => tile_avx512::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks),
+            WeightFormat::Q4_0 => tile_avx512::<MR, NR, { WeightFormat::Q4_0 as u8 }>(tile, blocks),
+        }
     }
 }
 
@@ -39,12 +43,14 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m512; 2] {
         WeightFormat::Q8_0 => [0, 16].map(|at| _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes(at))), scale)),
         WeightFormat::Q4_0 => {
             // The 16 bytes zero-extended to 32-bit lanes hold values 0..16 in their low nibbles
-            // and 16..32 in their high ones. (v − 8)·s is one rounding of an exact product
-            // either way, so fma(v, s, −8s) gives the bits `(v - 8) * s` would.
+            // and 16..32 in their high ones. A nibble indexes a table of the 16 values it can
+            // stand for, (n − 8)·s, and vpermps reads only an index's low four bits, so the
+            // low nibbles need no mask and no conversion. fma(n, s, −8s) is one rounding of
+            // the exact (n − 8)·s, the bits the wide road's `(n - 8) as f32 * s` gives.
             let packed = _mm512_cvtepu8_epi32(bytes(0));
-            let offset = _mm512_mul_ps(scale, _mm512_set1_ps(-8.0));
-            let value = |nibbles: __m512i| _mm512_fmadd_ps(_mm512_cvtepi32_ps(nibbles), scale, offset);
-            [value(_mm512_and_si512(packed, _mm512_set1_epi32(0x0f))), value(_mm512_srli_epi32::<4>(packed))]
+            let nibbles = _mm512_set_ps(15.0, 14.0, 13.0, 12.0, 11.0, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0);
+            let table = _mm512_fmadd_ps(nibbles, scale, _mm512_mul_ps(scale, _mm512_set1_ps(-8.0)));
+            [_mm512_permutexvar_ps(packed, table), _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(packed), table)]
         }
     }
 }
@@ -62,9 +68,11 @@ unsafe fn horizontal_sum(v: __m512) -> f32 {
 /// How many tiles ahead of the current one the weights are prefetched.
 const PREFETCH_TILES: usize = 2;
 
-/// `out[j][i]` = activation row j · weight row i, over `blocks` blocks.
+/// `out[j][i]` = activation row j · weight row i, over `blocks` blocks, for the format whose
+/// discriminant is `FORMAT`.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+    let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
     let stride = format.block_bytes();
     let mut acc = [[_mm512_setzero_ps(); NR]; MR];
     // The NR rows are adjacent and the next tiles follow them (see the AVX2 tile).
@@ -75,12 +83,15 @@ unsafe fn tile_avx512<const MR: usize, const NR: usize>(format: WeightFormat, ti
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(b * NR * stride + line) as *const i8);
             line += 64;
         }
-        for i in 0..NR {
-            let [low, high] = widen(format, tile.weights[i].add(b * stride));
-            for j in 0..MR {
-                let a = tile.acts[j].add(b * BLOCK);
-                acc[j][i] = _mm512_fmadd_ps(low, _mm512_loadu_ps(a), acc[j][i]);
-                acc[j][i] = _mm512_fmadd_ps(high, _mm512_loadu_ps(a.add(16)), acc[j][i]);
+        let w: [[__m512; 2]; NR] = std::array::from_fn(|i| widen(format, tile.weights[i].add(b * stride)));
+        // Row by row, so only one row's activations are live beside the accumulators: loading
+        // all of them first spilled accumulators to the stack at 8 rows.
+        for j in 0..MR {
+            let a = tile.acts[j].add(b * BLOCK);
+            let (low, high) = (_mm512_loadu_ps(a), _mm512_loadu_ps(a.add(16)));
+            for i in 0..NR {
+                acc[j][i] = _mm512_fmadd_ps(w[i][0], low, acc[j][i]);
+                acc[j][i] = _mm512_fmadd_ps(w[i][1], high, acc[j][i]);
             }
         }
     }
