@@ -63,14 +63,14 @@ pub unsafe fn block_scale(block: *const u8) -> __m128 {
 }
 
 #[inline(always)]
-unsafe fn horizontal_sum(v: __m256) -> f32 {
+pub unsafe fn horizontal_sum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
 }
 
 /// How many tiles ahead of the current one the weights are prefetched.
-const PREFETCH_TILES: usize = 2;
+pub const PREFETCH_TILES: usize = 2;
 
 /// `out[j][i]` = activation row j · weight row i, over `blocks` blocks.
 #[inline(always)]

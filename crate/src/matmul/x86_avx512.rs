@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use super::formats::{WeightFormat, BLOCK};
 use super::tiled::{Context, Tile, TileKernel};
-use super::x86::block_scale;
+use super::x86::{self, block_scale, PREFETCH_TILES};
 
 pub struct Avx512;
 
@@ -59,14 +59,8 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m512; 2] {
 #[inline]
 unsafe fn horizontal_sum(v: __m512) -> f32 {
     let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-    let s = _mm256_add_ps(_mm512_castps512_ps256(v), high);
-    let s = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)))
+    x86::horizontal_sum(_mm256_add_ps(_mm512_castps512_ps256(v), high))
 }
-
-/// How many tiles ahead of the current one the weights are prefetched.
-const PREFETCH_TILES: usize = 2;
 
 /// `out[j][i]` = activation row j · weight row i, over `blocks` blocks, for the format whose
 /// discriminant is `FORMAT`.
