@@ -35,7 +35,7 @@ fn worst_relative(got: &[f32], want: &[f32]) -> f32 {
 #[test]
 fn kernels_match_the_dequantized_product_for_every_shape() {
     for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
-        for (m, n, k) in [(1, 13, 64), (7, 13, 96), (5, 64, 576), (33, 100, 128), (dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)] {
+        for (m, n, k) in [(1, 13, 64), (7, 13, 96), (5, 64, 576), (8, 21, 2144), (33, 100, 128), (dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)] {
             let tensor = quantized(dtype, n, k);
             let x = noise(m as u64, m * k);
             let want = reference(&tensor, &x, m, k);
@@ -107,11 +107,13 @@ fn a_rows_output_does_not_depend_on_its_batch() {
 }
 
 /// Every tile shape runs each output's operations in the same order, so a row gives the same
-/// bits alone as in a call of 15 (8-row tiles, then 4, 2 and 1), with columns at the edges.
+/// bits alone as in a call of 15 (8-row tiles, then 4, 2 and 1), with columns at the edges;
+/// at k = 2144 the 8- and 4-row tiles walk k in chunks (`tiled::chunk_blocks`) and a lone row
+/// does not.
 #[test]
 fn tile_shapes_agree_bit_for_bit() {
-    let (m, n, k) = (15, 37, 576);
-    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+    for (dtype, k) in [(GgmlDType::Q8_0, 576), (GgmlDType::Q4_0, 576), (GgmlDType::Q8_0, 2144), (GgmlDType::Q4_0, 2144)] {
+        let (m, n) = (15, 37);
         let matrix = QuantMatrix::new(quantized(dtype, n, k)).expect("supported");
         let x = noise(3, m * k);
         for kernel in [Kernel::Portable].into_iter().chain(simd_kernels()) {

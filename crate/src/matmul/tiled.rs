@@ -1,28 +1,42 @@
 //! Walks the output in register tiles: each SIMD kernel picks tile shapes that fit its vector
 //! registers (so a batch of 8 widens each weight block once per step), with single columns at
-//! the edges.
+//! the edges. When a tile's activation rows outgrow L1 (8 rows of k = 2048 are 64 KB), the
+//! inner dimension is walked in chunks, each chunk of activations passed over every column
+//! while it is still in L1; each output's partial sums wait in memory between chunks, so it
+//! runs the same operations in the same order either way.
 
 use std::marker::PhantomData;
 
 use super::formats::{WeightFormat, BLOCK};
 
-/// Pointers into one tile's inputs: `NR` weight rows (block-encoded) and `MR` activation rows.
+/// Pointers into one tile's inputs: `NR` weight rows (block-encoded, `row_stride` bytes apart)
+/// and `MR` activation rows, all at the tile's first block.
 pub struct Tile<const MR: usize, const NR: usize> {
     pub weights: [*const u8; NR],
     pub acts: [*const f32; MR],
+    pub row_stride: usize,
 }
 
 /// A SIMD register-tile kernel.
 pub trait TileKernel: Sized {
+    /// One output's running sum as the kernel holds it in a vector register.
+    type Lanes: Copy + Default;
+
     /// Sweeps the rows from `row` with the widest tile that fits `rows_left`; returns the rows done.
     fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: &mut [f32]) -> usize;
 
-    /// `out[j][i]` = activation row j · weight row i, over `blocks` blocks.
+    /// Adds activation row j · weight row i over `blocks` blocks to `acc[j][i]`.
     ///
     /// # Safety
     /// Every weight pointer must start `blocks` whole blocks of `format` and every activation
     /// pointer `blocks × 32` values, and the CPU must have the kernel's instruction set.
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR];
+    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize, acc: &mut [[Self::Lanes; NR]; MR]);
+
+    /// The finished output: the lanes of a running sum added up.
+    ///
+    /// # Safety
+    /// The CPU must have the kernel's instruction set.
+    unsafe fn total(lanes: &Self::Lanes) -> f32;
 }
 
 /// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`.
@@ -34,6 +48,14 @@ pub fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize
     while row < m {
         row += K::sweep_widest(&ctx, m - row, row, out);
     }
+}
+
+/// Blocks of the inner dimension per chunk for a tile of `rows` activation rows: the rows'
+/// chunk must stay in L1 beside the weights streaming through; `blocks` in one chunk when it fits.
+fn chunk_blocks(rows: usize, blocks: usize) -> usize {
+    const L1_SHARE: usize = 20 * 1024;
+    let fits = (L1_SHARE / (rows * BLOCK * size_of::<f32>())).max(1);
+    blocks.div_ceil(blocks.div_ceil(fits))
 }
 
 pub struct Context<'a, K> {
@@ -50,28 +72,63 @@ impl<K: TileKernel> Context<'_, K> {
     /// `MR` activation rows against every weight row, `NR` at a time, single rows at the edge;
     /// returns the rows done.
     pub fn sweep<const MR: usize, const NR: usize>(&self, row: usize, out: &mut [f32]) -> usize {
-        let mut col = 0;
-        while col + NR <= self.cols {
-            self.tile::<MR, NR>(row, col, out);
-            col += NR;
+        let blocks = self.k / BLOCK;
+        let chunk = chunk_blocks(MR, blocks);
+        let full = self.cols / NR * NR;
+        if chunk == blocks {
+            // One pass: each tile's sums go straight out.
+            for col in (0..full).step_by(NR) {
+                let mut acc = [[K::Lanes::default(); NR]; MR];
+                self.tile(row, col, 0..blocks, &mut acc);
+                self.store(row, col, &acc, out);
+            }
+            for col in full..self.cols {
+                let mut acc = [[K::Lanes::default(); 1]; MR];
+                self.tile(row, col, 0..blocks, &mut acc);
+                self.store(row, col, &acc, out);
+            }
+            return MR;
         }
-        for col in col..self.cols {
-            self.tile::<MR, 1>(row, col, out);
+        let mut tiles = vec![[[K::Lanes::default(); NR]; MR]; full / NR];
+        let mut edges = vec![[[K::Lanes::default(); 1]; MR]; self.cols - full];
+        for start in (0..blocks).step_by(chunk) {
+            let range = start..(start + chunk).min(blocks);
+            for (t, acc) in tiles.iter_mut().enumerate() {
+                self.tile(row, t * NR, range.clone(), acc);
+            }
+            for (e, acc) in edges.iter_mut().enumerate() {
+                self.tile(row, full + e, range.clone(), acc);
+            }
+        }
+        for (t, acc) in tiles.iter().enumerate() {
+            self.store(row, t * NR, acc, out);
+        }
+        for (e, acc) in edges.iter().enumerate() {
+            self.store(row, full + e, acc, out);
         }
         MR
     }
 
-    fn tile<const MR: usize, const NR: usize>(&self, row: usize, col: usize, out: &mut [f32]) {
+    fn tile<const MR: usize, const NR: usize>(&self, row: usize, col: usize, blocks: std::ops::Range<usize>, acc: &mut [[K::Lanes; NR]; MR]) {
+        let block_bytes = self.format.block_bytes();
         let tile_ptrs = Tile::<MR, NR> {
-            weights: std::array::from_fn(|i| self.weights[(col + i) * self.row_bytes..].as_ptr()),
-            acts: std::array::from_fn(|j| self.x[(row + j) * self.k..].as_ptr()),
+            weights: std::array::from_fn(|i| self.weights[(col + i) * self.row_bytes + blocks.start * block_bytes..].as_ptr()),
+            acts: std::array::from_fn(|j| self.x[(row + j) * self.k + blocks.start * BLOCK..].as_ptr()),
+            row_stride: self.row_bytes,
         };
-        // SAFETY: every weight pointer starts a row of `row_bytes` (whole blocks) and every
-        // activation pointer a row of `k` values, inside the slices (asserted in `run`); the
-        // kernel was chosen for this CPU by `matmul::kernel`.
-        let sums = unsafe { K::tile(self.format, &tile_ptrs, self.k / BLOCK) };
-        for (j, values) in sums.iter().enumerate() {
-            out[(row + j) * self.cols + col..][..NR].copy_from_slice(values);
+        // SAFETY: every weight pointer starts a block of a row of `row_bytes` (whole blocks) and
+        // every activation pointer the same block of a row of `k` values, inside the slices
+        // (asserted in `run`), with `blocks.len()` blocks left in each; the kernel was chosen for
+        // this CPU by `matmul::kernel`.
+        unsafe { K::tile(self.format, &tile_ptrs, blocks.len(), acc) };
+    }
+
+    fn store<const MR: usize, const NR: usize>(&self, row: usize, col: usize, acc: &[[K::Lanes; NR]; MR], out: &mut [f32]) {
+        for (j, lanes) in acc.iter().enumerate() {
+            for (i, lanes) in lanes.iter().enumerate() {
+                // SAFETY: as in `tile`: the kernel runs on this CPU.
+                out[(row + j) * self.cols + col + i] = unsafe { K::total(lanes) };
+            }
         }
     }
 }

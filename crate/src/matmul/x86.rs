@@ -12,6 +12,8 @@ use super::tiled::{Context, Tile, TileKernel};
 pub struct Avx2;
 
 impl TileKernel for Avx2 {
+    type Lanes = [f32; 8];
+
     fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: &mut [f32]) -> usize {
         // 16 vector registers: up to 8 accumulators beside a widened block.
         match rows_left {
@@ -22,8 +24,12 @@ impl TileKernel for Avx2 {
         }
     }
 
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
-        tile_avx2(format, tile, blocks)
+    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize, acc: &mut [[[f32; 8]; NR]; MR]) {
+        tile_avx2(format, tile, blocks, acc)
+    }
+
+    unsafe fn total(lanes: &[f32; 8]) -> f32 {
+        horizontal_sum(_mm256_loadu_ps(lanes.as_ptr()))
     }
 }
 
@@ -35,14 +41,17 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m256; 4] {
         // Eight bytes at a time straight from memory into the sign extension.
         WeightFormat::Q8_0 => std::array::from_fn(|c| to_f32(_mm_loadl_epi64(block.add(2 + 8 * c) as *const __m128i))),
         // Bytes 0..8 and 8..16 zero-extended to 32-bit lanes hold values 0..8 and 8..16 in
-        // their low nibbles and 16..24 and 24..32 in their high ones; the offset of 8 comes off
-        // in f32, where it is exact.
+        // their low nibbles and 16..24 and 24..32 in their high ones. A nibble n put in the
+        // mantissa of 2^23 is the float 2^23 + n, and taking 2^23 + 8 off leaves n − 8 exactly:
+        // the value `vcvtdq2ps` and a subtraction would give, without the conversion, which
+        // Zen 2 runs on one port only and which bounded batch-1 decode there.
         WeightFormat::Q4_0 => {
             let nibbles = _mm256_set1_epi32(0x0f);
-            let offset = _mm256_set1_ps(8.0);
+            let two_pow_23 = _mm256_set1_epi32(0x4B00_0000);
+            let offset = _mm256_set1_ps(8_388_616.0);
             let half = |at: usize| _mm256_cvtepu8_epi32(_mm_loadl_epi64(block.add(2 + at) as *const __m128i));
             let (first, second) = (half(0), half(8));
-            let f = |v: __m256i| _mm256_sub_ps(_mm256_cvtepi32_ps(v), offset);
+            let f = |v: __m256i| _mm256_sub_ps(_mm256_castsi256_ps(_mm256_or_si256(v, two_pow_23)), offset);
             [
                 f(_mm256_and_si256(first, nibbles)),
                 f(_mm256_and_si256(second, nibbles)),
@@ -72,21 +81,17 @@ pub unsafe fn horizontal_sum(v: __m256) -> f32 {
 /// How many tiles ahead of the current one the weights are prefetched.
 pub const PREFETCH_TILES: usize = 2;
 
-/// `out[j][i]` = activation row j · weight row i, over `blocks` blocks.
+/// Adds activation row j · weight row i over `blocks` blocks to `sums[j][i]`.
 #[inline(always)]
-unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize, sums: &mut [[[f32; 8]; NR]; MR]) {
     let stride = format.block_bytes();
-    let mut acc = [[_mm256_setzero_ps(); NR]; MR];
-    // The NR rows are adjacent, and the next tiles continue right after them: pulling that
-    // stretch in while this tile computes keeps batch-1 decode at memory speed instead of
-    // stalling on every row's first lines.
-    let tile_bytes = NR * blocks * stride;
-    let ahead = tile.weights[0].wrapping_add(tile_bytes * PREFETCH_TILES);
+    let mut acc: [[__m256; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm256_loadu_ps(sums[j][i].as_ptr())));
+    // The rows of the tiles after this one are pulled in while this tile computes, which keeps
+    // batch-1 decode at memory speed instead of stalling on every row's first lines.
+    let ahead: [*const u8; NR] = std::array::from_fn(|i| tile.weights[i].wrapping_add(tile.row_stride * NR * PREFETCH_TILES));
     for b in 0..blocks {
-        let mut line = 0;
-        while line < NR * stride {
-            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(b * NR * stride + line) as *const i8);
-            line += 64;
+        for row in ahead {
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(b * stride) as *const i8);
         }
         for i in 0..NR {
             let block = tile.weights[i].add(b * stride);
@@ -104,11 +109,9 @@ unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile
             }
         }
     }
-    let mut out = [[0.0f32; NR]; MR];
     for j in 0..MR {
         for i in 0..NR {
-            out[j][i] = horizontal_sum(acc[j][i]);
+            _mm256_storeu_ps(sums[j][i].as_mut_ptr(), acc[j][i]);
         }
     }
-    out
 }

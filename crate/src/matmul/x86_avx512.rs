@@ -14,6 +14,8 @@ use super::x86::{self, block_scale, PREFETCH_TILES};
 pub struct Avx512;
 
 impl TileKernel for Avx512 {
+    type Lanes = [f32; 16];
+
     fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: &mut [f32]) -> usize {
         // 16 accumulators (8 for a lone row, whose FMA chains still cover the latency).
         match rows_left {
@@ -24,12 +26,16 @@ impl TileKernel for Avx512 {
         }
     }
 
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize, acc: &mut [[[f32; 16]; NR]; MR]) {
         // One copy of the loop per format, so no branch on it runs per block.
         match format {
-            WeightFormat::Q8_0 => tile_avx512::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks),
-            WeightFormat::Q4_0 => tile_avx512::<MR, NR, { WeightFormat::Q4_0 as u8 }>(tile, blocks),
+            WeightFormat::Q8_0 => tile_avx512::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks, acc),
+            WeightFormat::Q4_0 => tile_avx512::<MR, NR, { WeightFormat::Q4_0 as u8 }>(tile, blocks, acc),
         }
+    }
+
+    unsafe fn total(lanes: &[f32; 16]) -> f32 {
+        horizontal_sum(lanes)
     }
 }
 
@@ -57,25 +63,24 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m512; 2] {
 
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn horizontal_sum(v: __m512) -> f32 {
+unsafe fn horizontal_sum(lanes: &[f32; 16]) -> f32 {
+    let v = _mm512_loadu_ps(lanes.as_ptr());
     let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
     x86::horizontal_sum(_mm256_add_ps(_mm512_castps512_ps256(v), high))
 }
 
-/// `out[j][i]` = activation row j · weight row i, over `blocks` blocks, for the format whose
-/// discriminant is `FORMAT`.
+/// Adds activation row j · weight row i over `blocks` blocks to `sums[j][i]`, for the format
+/// whose discriminant is `FORMAT`.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR>, blocks: usize) -> [[f32; NR]; MR] {
+unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR>, blocks: usize, sums: &mut [[[f32; 16]; NR]; MR]) {
     let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
     let stride = format.block_bytes();
-    let mut acc = [[_mm512_setzero_ps(); NR]; MR];
-    // The NR rows are adjacent and the next tiles follow them (see the AVX2 tile).
-    let ahead = tile.weights[0].wrapping_add(NR * blocks * stride * PREFETCH_TILES);
+    let mut acc: [[__m512; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm512_loadu_ps(sums[j][i].as_ptr())));
+    // The rows of the tiles after this one are prefetched (see the AVX2 tile).
+    let ahead: [*const u8; NR] = std::array::from_fn(|i| tile.weights[i].wrapping_add(tile.row_stride * NR * PREFETCH_TILES));
     for b in 0..blocks {
-        let mut line = 0;
-        while line < NR * stride {
-            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(b * NR * stride + line) as *const i8);
-            line += 64;
+        for row in ahead {
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(b * stride) as *const i8);
         }
         let w: [[__m512; 2]; NR] = std::array::from_fn(|i| widen(format, tile.weights[i].add(b * stride)));
         // Row by row, so only one row's activations are live beside the accumulators: loading
@@ -89,11 +94,9 @@ unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: 
             }
         }
     }
-    let mut out = [[0.0f32; NR]; MR];
     for j in 0..MR {
         for i in 0..NR {
-            out[j][i] = horizontal_sum(acc[j][i]);
+            _mm512_storeu_ps(sums[j][i].as_mut_ptr(), acc[j][i]);
         }
     }
-    out
 }
