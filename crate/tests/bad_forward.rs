@@ -130,7 +130,7 @@ fn absurd_kv_cache_dims_are_errors_not_aborts() {
     // The starting buffers are 256 MiB each (a cache touches its pages when it is made).
     let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap_or_default();
     if overcommit.trim() != "1" {
-        let mut grow = new(&config_with(1, 64, 1024, 1 << 24), 1, 1).unwrap_or_else(|e| panic!("{}", e.message));
+        let mut grow = new(&config_with(1, 64, 1024, 1 << 24), 1, 1024).unwrap_or_else(|e| panic!("{}", e.message));
         assert_eq!(grow.capacity(), 1024);
         let err = grow.ensure_capacity(1 << 24).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidArgument, "{}", err.message);

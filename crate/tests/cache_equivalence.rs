@@ -110,15 +110,16 @@ fn growth_keeps_earlier_rows_intact() {
     let filler = m.tokenizer.encode(&" the river flows".repeat(400), false, false).unwrap();
     assert!(filler.len() > 1024);
     let mut cache = m.model.new_cache(2, 1).unwrap();
-    assert_eq!(cache.capacity(), 1024);
+    assert_eq!(cache.capacity(), 1);
     let mut out = m.model.forward(&[prompt.clone(), vec![]], &mut cache, LogitsFor::LastPerRow, None).unwrap();
+    assert_eq!(cache.capacity(), 1024, "the prompt grew it by one step");
     let mut seq = prompt.clone();
     for _ in 0..4 {
         seq.push(argmax(&out.logits));
         out = m.model.forward(&[vec![*seq.last().unwrap()], vec![]], &mut cache, LogitsFor::LastPerRow, None).unwrap();
     }
     m.model.forward(&[vec![], filler.clone()], &mut cache, LogitsFor::LastPerRow, None).unwrap();
-    assert_eq!(cache.capacity(), 2048, "the long row forced one growth step");
+    assert_eq!(cache.capacity(), 2048, "the long row forced another growth step");
     let mut cached = Vec::new();
     for _ in 0..8 {
         cached.push(out.logits.clone());
