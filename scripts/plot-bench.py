@@ -10,6 +10,7 @@ matplotlib is installed on first use into .cache/py (git-ignored), from PyPI via
 
   python3 scripts/plot-bench.py [results.json] [out-dir]
 """
+import importlib
 import json
 import os
 import subprocess
@@ -26,6 +27,8 @@ def import_pyplot():
     except ImportError:
         print(f"plot-bench: installing matplotlib into {CACHE}", file=sys.stderr)
         subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "--target", CACHE, "matplotlib>=3.8"])
+        # The folder did not exist when the path was added, and the import system cached that.
+        importlib.invalidate_caches()
         import matplotlib
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
