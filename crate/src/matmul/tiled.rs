@@ -55,7 +55,8 @@ pub fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize
 fn chunk_blocks(rows: usize, blocks: usize) -> usize {
     const L1_SHARE: usize = 20 * 1024;
     let fits = (L1_SHARE / (rows * BLOCK * size_of::<f32>())).max(1);
-    blocks.div_ceil(blocks.div_ceil(fits))
+    // `max(1)`: with k = 0 there is one empty chunk, not a division by zero.
+    blocks.div_ceil(blocks.div_ceil(fits).max(1))
 }
 
 pub struct Context<'a, K> {
