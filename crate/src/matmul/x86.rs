@@ -44,7 +44,7 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m256; 4] {
         // their low nibbles and 16..24 and 24..32 in their high ones. A nibble n put in the
         // mantissa of 2^23 is the float 2^23 + n, and taking 2^23 + 8 off leaves n − 8 exactly:
         // the value `vcvtdq2ps` and a subtraction would give, without the conversion, which
-        // Zen 2 runs on one port only and which bounded batch-1 decode there.
+        // Zen 2 runs on one port only.
         WeightFormat::Q4_0 => {
             let nibbles = _mm256_set1_epi32(0x0f);
             let two_pow_23 = _mm256_set1_epi32(0x4B00_0000);
