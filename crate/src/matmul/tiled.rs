@@ -55,8 +55,8 @@ pub fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize
 fn chunk_blocks(rows: usize, blocks: usize) -> usize {
     const L1_SHARE: usize = 20 * 1024;
     let fits = (L1_SHARE / (rows * BLOCK * size_of::<f32>())).max(1);
-    // `max(1)`: with k = 0 there is one empty chunk, not a division by zero.
-    blocks.div_ceil(blocks.div_ceil(fits).max(1))
+    // At least 1: with k = 0 there is one empty chunk, not a zero step.
+    blocks.div_ceil(blocks.div_ceil(fits).max(1)).max(1)
 }
 
 pub struct Context<'a, K> {
@@ -71,43 +71,29 @@ pub struct Context<'a, K> {
 
 impl<K: TileKernel> Context<'_, K> {
     /// `MR` activation rows against every weight row, `NR` at a time, single rows at the edge;
-    /// returns the rows done.
+    /// returns the rows done. Every tile's partial sums are kept across the chunks of k; when k
+    /// fits in one chunk this is a single pass.
     pub fn sweep<const MR: usize, const NR: usize>(&self, row: usize, out: &mut [f32]) -> usize {
         let blocks = self.k / BLOCK;
-        let chunk = chunk_blocks(MR, blocks);
         let full = self.cols / NR * NR;
-        if chunk == blocks {
-            // One pass: each tile's sums go straight out.
-            for col in (0..full).step_by(NR) {
-                let mut acc = [[K::Lanes::default(); NR]; MR];
-                self.tile(row, col, 0..blocks, &mut acc);
-                self.store(row, col, &acc, out);
-            }
-            for col in full..self.cols {
-                let mut acc = [[K::Lanes::default(); 1]; MR];
-                self.tile(row, col, 0..blocks, &mut acc);
-                self.store(row, col, &acc, out);
-            }
-            return MR;
-        }
         let mut tiles = vec![[[K::Lanes::default(); NR]; MR]; full / NR];
         let mut edges = vec![[[K::Lanes::default(); 1]; MR]; self.cols - full];
+        let chunk = chunk_blocks(MR, blocks);
         for start in (0..blocks).step_by(chunk) {
             let range = start..(start + chunk).min(blocks);
-            for (t, acc) in tiles.iter_mut().enumerate() {
-                self.tile(row, t * NR, range.clone(), acc);
-            }
-            for (e, acc) in edges.iter_mut().enumerate() {
-                self.tile(row, full + e, range.clone(), acc);
-            }
+            self.pass(row, 0, range.clone(), &mut tiles);
+            self.pass(row, full, range, &mut edges);
         }
-        for (t, acc) in tiles.iter().enumerate() {
-            self.store(row, t * NR, acc, out);
-        }
-        for (e, acc) in edges.iter().enumerate() {
-            self.store(row, full + e, acc, out);
-        }
+        self.store(row, 0, &tiles, out);
+        self.store(row, full, &edges, out);
         MR
+    }
+
+    /// One chunk of k for consecutive tiles of width `W` from column `first`.
+    fn pass<const MR: usize, const W: usize>(&self, row: usize, first: usize, blocks: std::ops::Range<usize>, accs: &mut [[[K::Lanes; W]; MR]]) {
+        for (t, acc) in accs.iter_mut().enumerate() {
+            self.tile(row, first + t * W, blocks.clone(), acc);
+        }
     }
 
     fn tile<const MR: usize, const NR: usize>(&self, row: usize, col: usize, blocks: std::ops::Range<usize>, acc: &mut [[K::Lanes; NR]; MR]) {
@@ -124,11 +110,14 @@ impl<K: TileKernel> Context<'_, K> {
         unsafe { K::tile(self.format, &tile_ptrs, blocks.len(), acc) };
     }
 
-    fn store<const MR: usize, const NR: usize>(&self, row: usize, col: usize, acc: &[[K::Lanes; NR]; MR], out: &mut [f32]) {
-        for (j, lanes) in acc.iter().enumerate() {
-            for (i, lanes) in lanes.iter().enumerate() {
-                // SAFETY: as in `tile`: the kernel runs on this CPU.
-                out[(row + j) * self.cols + col + i] = unsafe { K::total(lanes) };
+    /// The finished sums of consecutive tiles of width `W` from column `first`.
+    fn store<const MR: usize, const W: usize>(&self, row: usize, first: usize, accs: &[[[K::Lanes; W]; MR]], out: &mut [f32]) {
+        for (t, acc) in accs.iter().enumerate() {
+            for (j, lanes) in acc.iter().enumerate() {
+                for (i, lanes) in lanes.iter().enumerate() {
+                    // SAFETY: as in `tile`: the kernel runs on this CPU.
+                    out[(row + j) * self.cols + first + t * W + i] = unsafe { K::total(lanes) };
+                }
             }
         }
     }
