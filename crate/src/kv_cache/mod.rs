@@ -283,11 +283,8 @@ fn checked_elems(dims: &[usize]) -> Result<usize> {
 /// A zero-filled buffer whose allocation failure is an error, not an abort. Every page is
 /// touched here, while the cache is made: the memory a cache of this capacity needs is then
 /// resident from the start (as llama.cpp's context is), so RSS stays flat while it fills and no
-/// decode step stops for page faults.
-///
-/// A zeroed buffer with every page resident from the start: a cache that faulted its pages in
-/// as rows filled would show as RSS growth during generation. Pages fresh from the OS are zero
-/// already, so one write per page, split over the pool, makes them resident; a memset after the
+/// decode step stops for page faults (a cache that faulted them in as rows filled showed as RSS
+/// growth during generation). Pages fresh from the OS are zero already, so one write per page, split over the pool, makes them resident; a memset after the
 /// faults (what `resize` did) zeroed every page twice on one thread, 0.4 s for 8 rows of 1024.
 fn zeroed(elems: usize) -> Result<Vec<f32>> {
     const PAGE_FLOATS: usize = 4096 / std::mem::size_of::<f32>();
