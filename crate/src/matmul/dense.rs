@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use gemm::{gemm, Parallelism};
 
 use super::formats::{WeightFormat, BLOCK};
+use super::out_columns::OutColumns;
 
 /// Below this many activation rows the register tiles win: widening a panel to memory costs as
 /// much as multiplying about 30 rows through it.
@@ -24,17 +25,22 @@ pub fn panel_columns(total: usize) -> usize {
     total.div_ceil(threads * rounds).next_multiple_of(16)
 }
 
-/// `out` (`m × cols`, row-major) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`.
-pub fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: &mut [f32]) {
+/// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`.
+///
+/// # Safety
+/// No other thread may write `out`'s values during the call.
+pub unsafe fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: OutColumns) {
     let cols = weights.len() / row_bytes;
-    let k = row_bytes / format.block_bytes() * BLOCK;
+    assert!(out.rows() >= m && out.cols() == cols && x.len() >= m * k_of(format, row_bytes), "dense matmul operands out of range");
+    let k = k_of(format, row_bytes);
     thread_local! {
         static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     }
     PANEL.with_borrow_mut(|panel| {
         panel.resize(cols * k, 0.0);
         widen(format, weights, panel);
-        // SAFETY: the slices hold exactly m×k, cols×k and m×cols values; the strides below
+        // SAFETY: x holds m×k values and the panel cols×k (asserted above); the window m×cols
+        // values `stride` apart, this task's alone (the caller's contract). The strides below
         // walk them row-major, with the panel read transposed (k × cols, column stride k).
         unsafe {
             gemm(
@@ -43,7 +49,7 @@ pub fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m:
                 k,
                 out.as_mut_ptr(),
                 1,
-                cols as isize,
+                out.stride() as isize,
                 false,
                 x.as_ptr(),
                 1,
@@ -60,6 +66,10 @@ pub fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m:
             );
         }
     });
+}
+
+fn k_of(format: WeightFormat, row_bytes: usize) -> usize {
+    row_bytes / format.block_bytes() * BLOCK
 }
 
 /// Every block's values times its scale, in place of the blocks.

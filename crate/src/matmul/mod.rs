@@ -8,6 +8,7 @@
 
 mod dense;
 mod formats;
+mod out_columns;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -19,6 +20,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use rayon::prelude::*;
 
 pub use formats::{WeightFormat, BLOCK};
+use out_columns::OutColumns;
 
 use crate::error::{Error, Result};
 
@@ -82,27 +84,26 @@ impl QuantMatrix {
             .enumerate()
             .flat_map(|(i, w)| (0..w.n).step_by(chunk).map(move |c| (i, c, (c + chunk).min(w.n))))
             .collect();
-        let parts: Vec<Vec<f32>> = tasks
-            .par_iter()
-            .map(|&(i, first, last)| {
-                let w = matrices[i];
-                let row_bytes = w.k / BLOCK * w.format.block_bytes();
-                let mut part = vec![0.0f32; m * (last - first)];
-                let weights = &data[i][first * row_bytes..last * row_bytes];
+        let mut outs: Vec<Vec<f32>> = matrices.iter().map(|w| Vec::with_capacity(m * w.n)).collect();
+        let windows: Vec<OutColumns> = outs.iter_mut().zip(matrices).map(|(out, w)| OutColumns::spare(out.spare_capacity_mut(), m, w.n)).collect();
+        tasks.par_iter().for_each(|&(i, first, last)| {
+            let w = matrices[i];
+            let row_bytes = w.k / BLOCK * w.format.block_bytes();
+            let weights = &data[i][first * row_bytes..last * row_bytes];
+            let out = windows[i].columns(first, last);
+            // SAFETY: every task got its own column range of its matrix's window.
+            unsafe {
                 if wide {
-                    dense::run(w.format, weights, row_bytes, x, m, &mut part);
+                    dense::run(w.format, weights, row_bytes, x, m, out);
                 } else {
-                    kernel().run(w.format, weights, row_bytes, x, m, &mut part);
+                    kernel().run_into(w.format, weights, row_bytes, x, m, out);
                 }
-                part
-            })
-            .collect();
-        let mut outs: Vec<Vec<f32>> = matrices.iter().map(|w| vec![0.0f32; m * w.n]).collect();
-        for (&(i, first, last), part) in tasks.iter().zip(&parts) {
-            let n = matrices[i].n;
-            for (row, values) in part.chunks_exact(last - first).enumerate() {
-                outs[i][row * n + first..row * n + last].copy_from_slice(values);
             }
+        });
+        for (out, w) in outs.iter_mut().zip(matrices) {
+            // SAFETY: the tasks cover columns 0..n of every matrix, and each kernel writes all
+            // m rows of its columns, so all m × n values are set.
+            unsafe { out.set_len(m * w.n) };
         }
         Ok(outs)
     }
@@ -179,7 +180,18 @@ pub fn kernel() -> Kernel {
 impl Kernel {
     /// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`.
     pub fn run(self, format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: &mut [f32]) {
+        let out = OutColumns::whole(out, m, weights.len() / row_bytes);
+        // SAFETY: the window is the whole of `out`, borrowed mutably for this call.
+        unsafe { self.run_into(format, weights, row_bytes, x, m, out) }
+    }
+
+    /// `run`, into a window of a larger output.
+    ///
+    /// # Safety
+    /// No other thread may write `out`'s values during the call.
+    unsafe fn run_into(self, format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: OutColumns) {
         let cols = weights.len() / row_bytes;
+        assert!(out.rows() >= m && out.cols() == cols, "output window of {} × {} for {m} × {cols}", out.rows(), out.cols());
         match self {
             Self::Portable => portable(format, weights, row_bytes, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -191,7 +203,10 @@ impl Kernel {
 }
 
 /// The plain-Rust definition of what every kernel computes, block by block.
-fn portable(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: &mut [f32]) {
+///
+/// # Safety
+/// As `Kernel::run_into`.
+unsafe fn portable(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: OutColumns) {
     let cols = weights.len() / row_bytes;
     let k = row_bytes / format.block_bytes() * BLOCK;
     for row in 0..m {
@@ -204,7 +219,7 @@ fn portable(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m
                 let dot: f32 = w.iter().zip(a).map(|(&w, &a)| w as f32 * a).sum();
                 sum += dot * scale;
             }
-            out[row * cols + col] = sum;
+            out.set(row, col, sum);
         }
     }
 }

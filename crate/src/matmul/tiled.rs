@@ -8,6 +8,7 @@
 use std::marker::PhantomData;
 
 use super::formats::{WeightFormat, BLOCK};
+use super::out_columns::OutColumns;
 
 /// Pointers into one tile's inputs: `NR` weight rows (block-encoded, `row_stride` bytes apart)
 /// and `MR` activation rows, all at the tile's first block.
@@ -23,7 +24,7 @@ pub trait TileKernel: Sized {
     type Lanes: Copy + Default;
 
     /// Sweeps the rows from `row` with the widest tile that fits `rows_left`; returns the rows done.
-    fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: &mut [f32]) -> usize;
+    fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: OutColumns) -> usize;
 
     /// Adds activation row j · weight row i over `blocks` blocks to `acc[j][i]`.
     ///
@@ -40,9 +41,12 @@ pub trait TileKernel: Sized {
 }
 
 /// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`.
-pub fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, x: &[f32], m: usize, out: &mut [f32]) {
+///
+/// # Safety
+/// No other thread may write `out`'s values during the call.
+pub unsafe fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, x: &[f32], m: usize, out: OutColumns) {
     let k = row_bytes / format.block_bytes() * BLOCK;
-    assert!(x.len() >= m * k && weights.len() >= cols * row_bytes && out.len() >= m * cols, "matmul operands out of range");
+    assert!(x.len() >= m * k && weights.len() >= cols * row_bytes && out.rows() >= m && out.cols() >= cols, "matmul operands out of range");
     let ctx = Context { format, weights, row_bytes, cols, x, k, kernel: PhantomData::<K> };
     let mut row = 0;
     while row < m {
@@ -73,7 +77,7 @@ impl<K: TileKernel> Context<'_, K> {
     /// `MR` activation rows against every weight row, `NR` at a time, single rows at the edge;
     /// returns the rows done. Every tile's partial sums are kept across the chunks of k; when k
     /// fits in one chunk this is a single pass.
-    pub fn sweep<const MR: usize, const NR: usize>(&self, row: usize, out: &mut [f32]) -> usize {
+    pub fn sweep<const MR: usize, const NR: usize>(&self, row: usize, out: OutColumns) -> usize {
         let blocks = self.k / BLOCK;
         let full = self.cols / NR * NR;
         let mut tiles = vec![[[K::Lanes::default(); NR]; MR]; full / NR];
@@ -111,12 +115,13 @@ impl<K: TileKernel> Context<'_, K> {
     }
 
     /// The finished sums of consecutive tiles of width `W` from column `first`.
-    fn store<const MR: usize, const W: usize>(&self, row: usize, first: usize, accs: &[[[K::Lanes; W]; MR]], out: &mut [f32]) {
+    fn store<const MR: usize, const W: usize>(&self, row: usize, first: usize, accs: &[[[K::Lanes; W]; MR]], out: OutColumns) {
         for (t, acc) in accs.iter().enumerate() {
             for (j, lanes) in acc.iter().enumerate() {
                 for (i, lanes) in lanes.iter().enumerate() {
-                    // SAFETY: as in `tile`: the kernel runs on this CPU.
-                    out[(row + j) * self.cols + first + t * W + i] = unsafe { K::total(lanes) };
+                    // SAFETY: the kernel runs on this CPU (as in `tile`), and `out` is this
+                    // call's alone (`run`'s contract).
+                    unsafe { out.set(row + j, first + t * W + i, K::total(lanes)) };
                 }
             }
         }

@@ -7,6 +7,7 @@
 use std::arch::x86_64::*;
 
 use super::formats::{WeightFormat, BLOCK};
+use super::out_columns::OutColumns;
 use super::tiled::{Context, Tile, TileKernel};
 
 pub struct Avx2;
@@ -14,7 +15,7 @@ pub struct Avx2;
 impl TileKernel for Avx2 {
     type Lanes = [f32; 8];
 
-    fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: &mut [f32]) -> usize {
+    fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: OutColumns) -> usize {
         // 16 vector registers: up to 8 accumulators beside a widened block.
         match rows_left {
             8.. => ctx.sweep::<8, 1>(row, out),

@@ -8,6 +8,7 @@
 use std::arch::x86_64::*;
 
 use super::formats::{WeightFormat, BLOCK};
+use super::out_columns::OutColumns;
 use super::tiled::{Context, Tile, TileKernel};
 use super::x86::{self, block_scale, PREFETCH_TILES};
 
@@ -16,7 +17,7 @@ pub struct Avx512;
 impl TileKernel for Avx512 {
     type Lanes = [f32; 16];
 
-    fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: &mut [f32]) -> usize {
+    fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: OutColumns) -> usize {
         // 16 accumulators (8 for a lone row, whose FMA chains still cover the latency).
         match rows_left {
             8.. => ctx.sweep::<8, 2>(row, out),
