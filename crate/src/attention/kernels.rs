@@ -27,6 +27,36 @@ pub fn accumulate(p: &[f32], values: &[f32], stride: usize, out: &mut [f32]) {
     portable::accumulate(p, values, stride, out)
 }
 
+/// `scores` for two queries over the same keys: each key is loaded once for both, and every
+/// score comes out with the same bits as `scores` gives for its query alone.
+pub fn scores_pair(q: [&[f32]; 2], keys: &[f32], stride: usize, scale: f32, out: [&mut [f32]; 2]) {
+    let [out0, out1] = out;
+    assert!(q[0].len() == q[1].len() && out0.len() == out1.len(), "paired queries differ in shape");
+    assert!(out0.is_empty() || keys.len() >= (out0.len() - 1) * stride + q[0].len(), "keys out of range");
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if kernel() != Kernel::Portable && q[0].len() % 8 == 0 {
+        // SAFETY: the asserts above bound every key read; the width is a multiple of 8 lanes.
+        return unsafe { x86::scores_pair(q, keys, stride, scale, [out0, out1]) };
+    }
+    portable::scores(q[0], keys, stride, scale, out0);
+    portable::scores(q[1], keys, stride, scale, out1);
+}
+
+/// `accumulate` for two queries' weights over the same values: each value is loaded once for
+/// both, and each output gets the same bits as `accumulate` gives it alone.
+pub fn accumulate_pair(p: [&[f32]; 2], values: &[f32], stride: usize, out: [&mut [f32]; 2]) {
+    let [out0, out1] = out;
+    assert!(p[0].len() == p[1].len() && out0.len() == out1.len(), "paired queries differ in shape");
+    assert!(p[0].is_empty() || values.len() >= (p[0].len() - 1) * stride + out0.len(), "values out of range");
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    if kernel() != Kernel::Portable && out0.len() % 8 == 0 {
+        // SAFETY: the asserts above bound every value read; the width is a multiple of 8 lanes.
+        return unsafe { x86::accumulate_pair(p, values, stride, [out0, out1]) };
+    }
+    portable::accumulate(p[0], values, stride, out0);
+    portable::accumulate(p[1], values, stride, out1);
+}
+
 /// `x ← exp(x - max)` over the row; returns `(max, Σ exp)`. `-inf` entries become exactly 0;
 /// a row of only `-inf` is left as it is and returns `(-inf, 0)`.
 pub fn exp_shifted(row: &mut [f32]) -> (f32, f32) {
@@ -133,6 +163,69 @@ mod x86 {
                 acc = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(c)), _mm256_loadu_ps(kp.add(jj * stride + c)), acc);
             }
             *s = horizontal_sum(acc) * scale;
+        }
+    }
+
+    /// Four keys at a time for both queries (eight accumulators), reduced by the same tree as
+    /// `scores`; keys past its last group of eight take its one-at-a-time sum, as they do there.
+    pub unsafe fn scores_pair(q: [&[f32]; 2], keys: &[f32], stride: usize, scale: f32, out: [&mut [f32]; 2]) {
+        let (d, n) = (q[0].len(), out[0].len());
+        let kp = keys.as_ptr();
+        let grouped = n / 8 * 8;
+        let mut j = 0;
+        while j < grouped {
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for c in (0..d).step_by(8) {
+                let qv = [_mm256_loadu_ps(q[0].as_ptr().add(c)), _mm256_loadu_ps(q[1].as_ptr().add(c))];
+                for kk in 0..4 {
+                    let key = _mm256_loadu_ps(kp.add((j + kk) * stride + c));
+                    acc[kk] = _mm256_fmadd_ps(qv[0], key, acc[kk]);
+                    acc[4 + kk] = _mm256_fmadd_ps(qv[1], key, acc[4 + kk]);
+                }
+            }
+            let sums = _mm256_mul_ps(reduce8(&acc), _mm256_set1_ps(scale));
+            _mm_storeu_ps(out[0].as_mut_ptr().add(j), _mm256_castps256_ps128(sums));
+            _mm_storeu_ps(out[1].as_mut_ptr().add(j), _mm256_extractf128_ps(sums, 1));
+            j += 4;
+        }
+        if grouped < n {
+            let [out0, out1] = out;
+            scores(q[0], &keys[grouped * stride..], stride, scale, &mut out0[grouped..]);
+            scores(q[1], &keys[grouped * stride..], stride, scale, &mut out1[grouped..]);
+        }
+    }
+
+    /// `accumulate`'s walk, two queries at a time: 32 floats of each output (eight registers
+    /// between them) across all values, then 8 at a time.
+    pub unsafe fn accumulate_pair(p: [&[f32]; 2], values: &[f32], stride: usize, out: [&mut [f32]; 2]) {
+        let d = out[0].len();
+        let outs = [out[0].as_mut_ptr(), out[1].as_mut_ptr()];
+        let mut c = 0;
+        while c + 32 <= d {
+            accumulate_pair_lanes::<4>(p, values.as_ptr().add(c), stride, [outs[0].add(c), outs[1].add(c)]);
+            c += 32;
+        }
+        while c < d {
+            accumulate_pair_lanes::<1>(p, values.as_ptr().add(c), stride, [outs[0].add(c), outs[1].add(c)]);
+            c += 8;
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn accumulate_pair_lanes<const R: usize>(p: [&[f32]; 2], values: *const f32, stride: usize, out: [*mut f32; 2]) {
+        let mut acc: [[__m256; R]; 2] = std::array::from_fn(|i| std::array::from_fn(|r| _mm256_loadu_ps(out[i].add(8 * r))));
+        for (j, (&p0, &p1)) in p[0].iter().zip(p[1]).enumerate() {
+            let w = [_mm256_set1_ps(p0), _mm256_set1_ps(p1)];
+            for r in 0..R {
+                let v = _mm256_loadu_ps(values.add(j * stride + 8 * r));
+                acc[0][r] = _mm256_fmadd_ps(w[0], v, acc[0][r]);
+                acc[1][r] = _mm256_fmadd_ps(w[1], v, acc[1][r]);
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            for (r, a) in acc.iter().enumerate() {
+                _mm256_storeu_ps(out[i].add(8 * r), *a);
+            }
         }
     }
 
@@ -247,6 +340,30 @@ mod tests {
         }
         let mut masked = [f32::NEG_INFINITY; 3];
         assert_eq!(exp_shifted(&mut masked), (f32::NEG_INFINITY, 0.0));
+    }
+
+    /// A query's scores and weighted values do not depend on whether it was paired, so how an
+    /// item's queries pair up (which follows the batch) cannot move any result.
+    #[test]
+    fn paired_kernels_give_each_query_its_own_bits() {
+        for (d, stride, n) in [(64, 192, 37), (64, 64, 8), (128, 256, 64), (8, 8, 5), (80, 80, 17), (12, 12, 9), (64, 192, 0)] {
+            let keys = noise(n + 1, n.max(1) * stride);
+            let (q0, q1) = (noise(d, d), noise(d + 3, d));
+            let (mut alone0, mut alone1) = (vec![0.0; n], vec![0.0; n]);
+            scores(&q0, &keys, stride, 0.125, &mut alone0);
+            scores(&q1, &keys, stride, 0.125, &mut alone1);
+            let (mut paired0, mut paired1) = (vec![0.0; n], vec![0.0; n]);
+            scores_pair([&q0, &q1], &keys, stride, 0.125, [&mut paired0, &mut paired1]);
+            assert_eq!((&alone0, &alone1), (&paired0, &paired1), "scores d {d} n {n}");
+
+            let (p0, p1) = (noise(7, n), noise(8, n));
+            let (mut alone0, mut alone1) = (noise(1, d), noise(2, d));
+            let (mut paired0, mut paired1) = (alone0.clone(), alone1.clone());
+            accumulate(&p0, &keys, stride, &mut alone0);
+            accumulate(&p1, &keys, stride, &mut alone1);
+            accumulate_pair([&p0, &p1], &keys, stride, [&mut paired0, &mut paired1]);
+            assert_eq!((&alone0, &alone1), (&paired0, &paired1), "values d {d} n {n}");
+        }
     }
 
     /// The dispatching kernels (AVX2 on this build) against the portable definitions and a

@@ -214,15 +214,24 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
     }
     let span = item.keys.len();
     let chunks = |qr: &Range<usize>, lo: usize| (qr.start.max(lo))..(qr.end.min(lo + KEY_CHUNK));
+    let pairs = pair_up(&queries);
 
     // Scores, one row of `span` per query, -inf where a query sees no key.
     let mut scores = vec![f32::NEG_INFINITY; queries.len() * span];
     for lo in item.keys.clone().step_by(KEY_CHUNK) {
-        for ((query, seen), row) in queries.iter().zip(scores.chunks_exact_mut(span)) {
+        for &(first, paired) in &pairs {
+            let (query, seen) = &queries[first];
             let keys = chunks(seen, lo);
-            if !keys.is_empty() {
-                let at = keys.start - item.keys.start;
-                kernels::scores(query, &k_head[keys.start * stride..], stride, scale, &mut row[at..at + keys.len()]);
+            if keys.is_empty() {
+                continue;
+            }
+            let (at, keys_from) = (keys.start - item.keys.start..keys.end - item.keys.start, &k_head[keys.start * stride..]);
+            let rows = &mut scores[first * span..];
+            if paired {
+                let (row0, row1) = rows.split_at_mut(span);
+                kernels::scores_pair([query, queries[first + 1].0], keys_from, stride, scale, [&mut row0[at.clone()], &mut row1[at]]);
+            } else {
+                kernels::scores(query, keys_from, stride, scale, &mut rows[at]);
             }
         }
     }
@@ -235,15 +244,37 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
     // Weighted values, again a chunk of keys at a time for every query.
     let mut out = vec![0.0f32; queries.len() * d];
     for lo in item.keys.clone().step_by(KEY_CHUNK) {
-        for (((_, seen), row), o) in queries.iter().zip(scores.chunks_exact(span)).zip(out.chunks_exact_mut(d)) {
-            let keys = chunks(seen, lo);
-            if !keys.is_empty() {
-                let at = keys.start - item.keys.start;
-                kernels::accumulate(&row[at..at + keys.len()], &v_head[keys.start * stride..], stride, o);
+        for &(first, paired) in &pairs {
+            let keys = chunks(&queries[first].1, lo);
+            if keys.is_empty() {
+                continue;
+            }
+            let at = keys.start - item.keys.start..keys.end - item.keys.start;
+            let (row, values) = (&scores[first * span..], &v_head[keys.start * stride..]);
+            let o = &mut out[first * d..];
+            if paired {
+                let (o0, o1) = o.split_at_mut(d);
+                kernels::accumulate_pair([&row[at.clone()], &row[span..][at]], values, stride, [o0, &mut o1[..d]]);
+            } else {
+                kernels::accumulate(&row[at], values, stride, &mut o[..d]);
             }
         }
     }
     Partial { max, sum, out }
+}
+
+/// The item's queries as `(first, paired)`: neighbours that see the same keys (a token's query
+/// heads; every sample's at decode over a shared prompt) go through the paired kernels, which
+/// load each key and value once for both; the rest one by one.
+fn pair_up(queries: &[(&[f32], Range<usize>)]) -> Vec<(usize, bool)> {
+    let mut pairs = Vec::with_capacity(queries.len().div_ceil(2));
+    let mut first = 0;
+    while first < queries.len() {
+        let paired = queries.get(first + 1).is_some_and(|next| next.1 == queries[first].1);
+        pairs.push((first, paired));
+        first += if paired { 2 } else { 1 };
+    }
+    pairs
 }
 
 /// Each query's softmax-weighted values, combined from the partials over its key ranges as they
