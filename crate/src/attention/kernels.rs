@@ -9,7 +9,7 @@ use crate::matmul::{kernel, Kernel};
 pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, scores: &mut [f32]) {
     assert!(scores.is_empty() || keys.len() >= (scores.len() - 1) * stride + q.len(), "keys out of range");
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    if kernel() != Kernel::Portable && q.len() % 8 == 0 {
+    if kernel() != Kernel::Portable && q.len().is_multiple_of(8) {
         // SAFETY: the assert above bounds every key read; q.len() is a multiple of 8 lanes.
         return unsafe { x86::scores(q, keys, stride, scale, scores) };
     }
@@ -20,7 +20,7 @@ pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, scores: &mut [
 pub fn accumulate(p: &[f32], values: &[f32], stride: usize, out: &mut [f32]) {
     assert!(p.is_empty() || values.len() >= (p.len() - 1) * stride + out.len(), "values out of range");
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    if kernel() != Kernel::Portable && out.len() % 8 == 0 {
+    if kernel() != Kernel::Portable && out.len().is_multiple_of(8) {
         // SAFETY: the assert above bounds every value read; out.len() is a multiple of 8 lanes.
         return unsafe { x86::accumulate(p, values, stride, out) };
     }
@@ -34,7 +34,7 @@ pub fn scores_pair(q: [&[f32]; 2], keys: &[f32], stride: usize, scale: f32, out:
     assert!(q[0].len() == q[1].len() && out0.len() == out1.len(), "paired queries differ in shape");
     assert!(out0.is_empty() || keys.len() >= (out0.len() - 1) * stride + q[0].len(), "keys out of range");
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    if kernel() != Kernel::Portable && q[0].len() % 8 == 0 {
+    if kernel() != Kernel::Portable && q[0].len().is_multiple_of(8) {
         // SAFETY: the asserts above bound every key read; the width is a multiple of 8 lanes.
         return unsafe { x86::scores_pair(q, keys, stride, scale, [out0, out1]) };
     }
@@ -49,7 +49,7 @@ pub fn accumulate_pair(p: [&[f32]; 2], values: &[f32], stride: usize, out: [&mut
     assert!(p[0].len() == p[1].len() && out0.len() == out1.len(), "paired queries differ in shape");
     assert!(p[0].is_empty() || values.len() >= (p[0].len() - 1) * stride + out0.len(), "values out of range");
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    if kernel() != Kernel::Portable && out0.len() % 8 == 0 {
+    if kernel() != Kernel::Portable && out0.len().is_multiple_of(8) {
         // SAFETY: the asserts above bound every value read; the width is a multiple of 8 lanes.
         return unsafe { x86::accumulate_pair(p, values, stride, [out0, out1]) };
     }
