@@ -1,8 +1,9 @@
-// Prefill and batch-1 decode at 512 tokens, the two engines alternating round after round on the
-// same model: on a VM whose speed swings within minutes, each engine's best then comes from the
-// same stretch of time, which one full run per engine (benches/compare.ts) cannot promise.
+// Prefill and batch-1 decode at 512 tokens (and, with --samples, the wall time of that many
+// samples of 128 tokens from the 512-token prompt), the two engines alternating round after round
+// on the same model: on a VM whose speed swings within minutes, each engine's best then comes
+// from the same stretch of time, which one full run per engine (benches/compare.ts) cannot promise.
 //
-//   node --import=tsx benches/alternate.ts [--models=1b-q4_0] [--rounds=3]   (2 threads each)
+//   node --import=tsx benches/alternate.ts [--models=1b-q4_0] [--rounds=3] [--samples=8]   (2 threads each)
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -14,16 +15,20 @@ import { FULL, type Plan } from './lib/plan.js'
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
 const models = selectModels(arg('models') ?? '1b-q4_0')
 const rounds = Number(arg('rounds') ?? 3)
-const plan: Plan = { ...FULL, prefillLengths: [512], prefillReps: 1, decodeContexts: [512], decodeTokens: 64, samples: [], kv: null, rss: null }
+const samples = arg('samples') === undefined ? [] : [Number(arg('samples'))]
+const plan: Plan = { ...FULL, prefillLengths: [512], prefillReps: 1, decodeContexts: [512], decodeTokens: 64, samples, kv: null, rss: null }
 const prompt = await tokenizePrompt(MODELS[0]!.path, 512)
-const rows: { round: number; model: string; engine: string; at: string; prefill512: number; decode512: number }[] = []
+type Row = { round: number; model: string; engine: string; at: string; prefill512: number; decode512: number; samplesWallMs?: number }
+const rows: Row[] = []
 for (let round = 1; round <= rounds; round++) {
   for (const m of models) {
     for (const engine of ['kvengine', 'llama.cpp'] as const) {
       const r = await runEngine(engine, `alternate-${m.id}-${engine}`, { model: m.path, threads: 2, plan, prompt })
-      const row = { round, model: m.id, engine, at: new Date().toISOString().slice(11, 19), prefill512: r.prefill[0]!.tokPerSec, decode512: r.decode[0]!.tokPerSec }
+      const row: Row = { round, model: m.id, engine, at: new Date().toISOString().slice(11, 19), prefill512: r.prefill[0]!.tokPerSec, decode512: r.decode[0]!.tokPerSec }
+      if (samples.length > 0) row.samplesWallMs = r.aggregate[0]!.wallMs
       rows.push(row)
-      console.log(`round ${round} ${m.id} ${engine.padEnd(9)} prefill@512 ${row.prefill512.toFixed(1)} tok/s, decode after 512 ${row.decode512.toFixed(1)} tok/s`)
+      const wall = row.samplesWallMs === undefined ? '' : `, ${samples[0]} samples ${row.samplesWallMs.toFixed(0)} ms`
+      console.log(`round ${round} ${m.id} ${engine.padEnd(9)} prefill@512 ${row.prefill512.toFixed(1)} tok/s, decode after 512 ${row.decode512.toFixed(1)} tok/s${wall}`)
     }
   }
 }
@@ -33,6 +38,11 @@ for (const m of models) {
     const kv = best('kvengine', key)
     const ll = best('llama.cpp', key)
     console.log(`${m.id} best ${key}: kvengine ${kv.toFixed(1)} / llama.cpp ${ll.toFixed(1)} = ${(kv / ll).toFixed(2)}×`)
+  }
+  if (samples.length > 0) {
+    const fastest = (engine: string) => Math.min(...rows.filter((r) => r.model === m.id && r.engine === engine).map((r) => r.samplesWallMs!))
+    const [kv, ll] = [fastest('kvengine'), fastest('llama.cpp')]
+    console.log(`${m.id} fastest ${samples[0]} samples wall: kvengine ${kv.toFixed(0)} / llama.cpp ${ll.toFixed(0)} ms = ${(kv / ll).toFixed(3)}×`)
   }
 }
 writeFileSync(join(OUT_DIR, 'alternate.json'), `${JSON.stringify(rows, null, 1)}\n`)
