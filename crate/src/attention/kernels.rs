@@ -216,10 +216,11 @@ mod x86 {
         let mut acc: [[__m256; R]; 2] = std::array::from_fn(|i| std::array::from_fn(|r| _mm256_loadu_ps(out[i].add(8 * r))));
         for (j, (&p0, &p1)) in p[0].iter().zip(p[1]).enumerate() {
             let w = [_mm256_set1_ps(p0), _mm256_set1_ps(p1)];
-            for r in 0..R {
+            let [acc0, acc1] = &mut acc;
+            for (r, (a0, a1)) in acc0.iter_mut().zip(acc1.iter_mut()).enumerate() {
                 let v = _mm256_loadu_ps(values.add(j * stride + 8 * r));
-                acc[0][r] = _mm256_fmadd_ps(w[0], v, acc[0][r]);
-                acc[1][r] = _mm256_fmadd_ps(w[1], v, acc[1][r]);
+                *a0 = _mm256_fmadd_ps(w[0], v, *a0);
+                *a1 = _mm256_fmadd_ps(w[1], v, *a1);
             }
         }
         for (i, acc) in acc.iter().enumerate() {
