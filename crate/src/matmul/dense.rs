@@ -31,8 +31,8 @@ pub fn panel_columns(total: usize) -> usize {
 /// No other thread may write `out`'s values during the call.
 pub unsafe fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: OutColumns) {
     let cols = weights.len() / row_bytes;
-    assert!(out.rows() >= m && out.cols() == cols && x.len() >= m * k_of(format, row_bytes), "dense matmul operands out of range");
-    let k = k_of(format, row_bytes);
+    let k = format.row_values(row_bytes);
+    assert!(out.rows() >= m && out.cols() == cols && x.len() >= m * k, "dense matmul operands out of range");
     thread_local! {
         static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     }
@@ -66,10 +66,6 @@ pub unsafe fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f
             );
         }
     });
-}
-
-fn k_of(format: WeightFormat, row_bytes: usize) -> usize {
-    row_bytes / format.block_bytes() * BLOCK
 }
 
 /// Every block's values times its scale, in place of the blocks.

@@ -21,6 +21,16 @@ impl WeightFormat {
         }
     }
 
+    /// Bytes of one weight row of `k` values (a whole number of blocks).
+    pub const fn row_bytes(self, k: usize) -> usize {
+        k / BLOCK * self.block_bytes()
+    }
+
+    /// Values in one weight row of `row_bytes` bytes.
+    pub const fn row_values(self, row_bytes: usize) -> usize {
+        row_bytes / self.block_bytes() * BLOCK
+    }
+
     /// The block's scale and its 32 values as signed integers (the portable path and tests).
     pub fn decode(self, block: &[u8]) -> (f32, [i8; BLOCK]) {
         let scale = f16::from_le_bytes([block[0], block[1]]).to_f32();

@@ -76,7 +76,7 @@ impl QuantMatrix {
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
         let data = matrices.iter().map(|w| w.tensor.data()).collect::<candle_core::Result<Vec<_>>>()?;
         let total: usize = matrices.iter().map(|w| w.n).sum();
-        let row_bytes = matrices.iter().map(|w| w.k / BLOCK * w.format.block_bytes()).max().unwrap_or(1);
+        let row_bytes = matrices.iter().map(|w| w.format.row_bytes(w.k)).max().unwrap_or(1);
         let chunk = if wide { dense::panel_columns(total) } else { column_chunk(total, m, row_bytes) };
         // (matrix, first column, last column) for every task
         let tasks: Vec<(usize, usize, usize)> = matrices
@@ -88,7 +88,7 @@ impl QuantMatrix {
         let windows: Vec<OutColumns> = outs.iter_mut().zip(matrices).map(|(out, w)| OutColumns::spare(out.spare_capacity_mut(), m, w.n)).collect();
         tasks.par_iter().for_each(|&(i, first, last)| {
             let w = matrices[i];
-            let row_bytes = w.k / BLOCK * w.format.block_bytes();
+            let row_bytes = w.format.row_bytes(w.k);
             let weights = &data[i][first * row_bytes..last * row_bytes];
             let out = windows[i].columns(first, last);
             // SAFETY: every task got its own column range of its matrix's window.
@@ -208,7 +208,7 @@ impl Kernel {
 /// As `Kernel::run_into`.
 unsafe fn portable(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: OutColumns) {
     let cols = weights.len() / row_bytes;
-    let k = row_bytes / format.block_bytes() * BLOCK;
+    let k = format.row_values(row_bytes);
     for row in 0..m {
         let acts = &x[row * k..(row + 1) * k];
         for col in 0..cols {

@@ -12,8 +12,9 @@ pub struct OutColumns {
     cols: usize,
 }
 
-// SAFETY: an `OutColumns` is only a window; `split` hands tasks disjoint windows, so values are
-// never written from two threads, and the memory outlives the parallel region (see `whole`).
+// SAFETY: an `OutColumns` is only a window; callers hand tasks disjoint windows (`columns` with
+// ranges no other task gets), so values are never written from two threads, and the memory
+// outlives the parallel region (see `whole`).
 unsafe impl Send for OutColumns {}
 unsafe impl Sync for OutColumns {}
 
@@ -21,15 +22,18 @@ impl OutColumns {
     /// All of `out`, read as `rows × cols`. The window must not outlive `out`'s allocation, nor
     /// be used while `out` is otherwise borrowed: the caller keeps it inside one call.
     pub fn whole(out: &mut [f32], rows: usize, cols: usize) -> Self {
-        assert!(out.len() >= rows * cols, "output of {} values cannot hold {rows} × {cols}", out.len());
-        Self { ptr: out.as_mut_ptr(), stride: cols, rows, cols }
+        Self::over(out.as_mut_ptr(), out.len(), rows, cols)
     }
 
     /// The spare capacity of a vector about to hold `rows × cols` values; the caller sets its
     /// length once every value has been written.
     pub fn spare(out: &mut [std::mem::MaybeUninit<f32>], rows: usize, cols: usize) -> Self {
-        assert!(out.len() >= rows * cols, "output of {} values cannot hold {rows} × {cols}", out.len());
-        Self { ptr: out.as_mut_ptr().cast(), stride: cols, rows, cols }
+        Self::over(out.as_mut_ptr().cast(), out.len(), rows, cols)
+    }
+
+    fn over(ptr: *mut f32, len: usize, rows: usize, cols: usize) -> Self {
+        assert!(len >= rows * cols, "output of {len} values cannot hold {rows} × {cols}");
+        Self { ptr, stride: cols, rows, cols }
     }
 
     /// Columns `first..last` of this window.

@@ -62,7 +62,7 @@ fn simd_kernels() -> Vec<Kernel> {
 
 fn run_kernel(kernel: Kernel, matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
     let data = matrix.tensor.data().expect("data");
-    let row_bytes = matrix.k / BLOCK * matrix.format.block_bytes();
+    let row_bytes = matrix.format.row_bytes(matrix.k);
     let mut out = vec![0.0; m * matrix.n];
     kernel.run(matrix.format, &data, row_bytes, x, m, &mut out);
     out

@@ -45,7 +45,7 @@ pub trait TileKernel: Sized {
 /// # Safety
 /// No other thread may write `out`'s values during the call.
 pub unsafe fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, x: &[f32], m: usize, out: OutColumns) {
-    let k = row_bytes / format.block_bytes() * BLOCK;
+    let k = format.row_values(row_bytes);
     assert!(x.len() >= m * k && weights.len() >= cols * row_bytes && out.rows() >= m && out.cols() >= cols, "matmul operands out of range");
     let ctx = Context { format, weights, row_bytes, cols, x, k, kernel: PhantomData::<K> };
     let mut row = 0;
