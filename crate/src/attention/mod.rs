@@ -214,6 +214,8 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
     }
     let span = item.keys.len();
     let chunks = |qr: &Range<usize>, lo: usize| (qr.start.max(lo))..(qr.end.min(lo + KEY_CHUNK));
+    // Key positions as indices into a query's row of `span` scores.
+    let in_row = |keys: &Range<usize>| keys.start - item.keys.start..keys.end - item.keys.start;
     let pairs = pair_up(&queries);
 
     // Scores, one row of `span` per query, -inf where a query sees no key.
@@ -225,7 +227,7 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
             if keys.is_empty() {
                 continue;
             }
-            let (at, keys_from) = (keys.start - item.keys.start..keys.end - item.keys.start, &k_head[keys.start * stride..]);
+            let (at, keys_from) = (in_row(&keys), &k_head[keys.start * stride..]);
             let rows = &mut scores[first * span..];
             if paired {
                 let (row0, row1) = rows.split_at_mut(span);
@@ -249,7 +251,7 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
             if keys.is_empty() {
                 continue;
             }
-            let at = keys.start - item.keys.start..keys.end - item.keys.start;
+            let at = in_row(&keys);
             let (row, values) = (&scores[first * span..], &v_head[keys.start * stride..]);
             let o = &mut out[first * d..];
             if paired {
