@@ -28,6 +28,8 @@ const drain = async (it: AsyncIterable<unknown>) => {
 test.serial('CUDA from a CPU-only build, and unknown devices', async (t) => {
   await rejects(t, Model.load(modelPath('Q8_0'), { device: 'tpu' as 'cuda' }), 'INVALID_ARGUMENT', /device must be 'cpu' or 'cuda'/)
   await rejects(t, Model.load(modelPath('Q8_0'), { dtype: 'f16' }), 'INVALID_ARGUMENT', /dtype applies to device 'cuda'/)
+  await rejects(t, Model.load(modelPath('Q8_0'), { activations: 'int4' as 'q8' }), 'INVALID_ARGUMENT', /activations must be 'f32' or 'q8', got "int4"/)
+  await rejects(t, Model.load(modelPath('Q8_0'), { device: 'cuda', activations: 'q8' }), 'INVALID_ARGUMENT', /activations apply to device 'cpu' only/)
   t.is(model.info.device, 'cpu')
   if (native.hasCuda()) return t.log('this addon is the CUDA build; scripts/gpu-check.sh covers device "cuda"')
   await rejects(t, Model.load(modelPath('Q8_0'), { device: 'cuda' }), 'UNSUPPORTED', /no CUDA support.*npm run build:cuda/)

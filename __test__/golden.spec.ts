@@ -56,6 +56,60 @@ async function compare(model: Model, fx: Fixture): Promise<Agreement[]> {
   return out
 }
 
+interface TeacherForced {
+  /** Steps whose top token is llama.cpp's. */
+  agree: number
+  steps: number
+  /** Steps where we chose otherwise and neither engine was torn between the two tokens. */
+  clear: string[]
+}
+
+/** The logits after the prompt and after each of llama.cpp's greedy tokens but the last, row by
+ * row: in one pass (the prefill road), or one token per pass after the prompt (the decode road). */
+async function forcedLogits(model: Model, fx: Fixture, p: Fixture['prompts'][number], stepwise: boolean): Promise<Float32Array> {
+  const cache = model.createCache(1, p.promptTokens.length + fx.tokens)
+  const forced = p.greedyTokens.slice(0, -1)
+  try {
+    if (!stepwise) return (await model.forward(cache, [p.promptTokens.concat(forced)], { allLogits: true })).logits
+    const vocab = model.info.vocabSize
+    const rows = new Float32Array(fx.tokens * vocab)
+    rows.set((await model.forward(cache, [p.promptTokens])).logits)
+    for (const [s, token] of forced.entries()) rows.set((await model.forward(cache, [[token]])).logits, (s + 1) * vocab)
+    return rows
+  } finally {
+    cache.dispose()
+  }
+}
+
+/** Fed llama.cpp's own greedy tokens, does each step's top token match its choice? */
+async function teacherForced(model: Model, fx: Fixture, stepwise = false): Promise<TeacherForced> {
+  let agree = 0
+  let steps = 0
+  const clear: string[] = []
+  const vocab = model.info.vocabSize
+  for (const p of fx.prompts) {
+    const logits = await forcedLogits(model, fx, p, stepwise)
+    // One pass returns a row for every prompt token too; the forced steps are the last ones.
+    const first = logits.length / vocab - fx.tokens
+    for (let s = 0; s < fx.tokens; s++) {
+      const row = logits.subarray((first + s) * vocab, (first + s + 1) * vocab)
+      let best = 0
+      for (let i = 1; i < vocab; i++) if (row[i] > row[best]) best = i
+      steps++
+      if (best === p.greedyTokens[s]) {
+        agree++
+        continue
+      }
+      const [[, p1], [, p2]] = p.top2[s]
+      const ours = probabilityGap(row, best, p.greedyTokens[s])
+      if (p1 - p2 >= CLOSE_CALL && ours >= CLOSE_CALL) {
+        clear.push(`${p.name} step ${s}: we chose ${best} (by ${ours.toFixed(3)} in our probabilities), llama.cpp ${p.greedyTokens[s]} with p=${p1} vs runner-up ${p2}`)
+      }
+    }
+  }
+  return { agree, steps, clear }
+}
+
 test.serial('F32: the first 64 greedy tokens equal llama.cpp for at least 9 of 10 prompts; differences are near-ties', async (t) => {
   const model = await Model.load(modelPath('F32'))
   const fx = fixture('llamacpp-greedy-f32.json')
@@ -84,33 +138,26 @@ test.serial('Q4_1 (the file as shipped): greedy agreement with llama.cpp, report
   // every layer's input amplifies small differences (with 8-bit activations of our own, our AVX2
   // and portable kernels alone moved chat-fr step 3 across the line), so a clear disagreement
   // (neither engine torn) may happen, but rarely: at most 1% of steps.
-  let agree = 0
-  let steps = 0
-  const clear: string[] = []
-  const vocab = model.info.vocabSize
-  for (const p of fx.prompts) {
-    const cache = model.createCache(1, p.promptTokens.length + fx.tokens)
-    const { logits } = await model.forward(cache, [p.promptTokens.concat(p.greedyTokens.slice(0, -1))], { allLogits: true })
-    cache.dispose()
-    for (let s = 0; s < fx.tokens; s++) {
-      const row = logits.subarray((p.promptTokens.length - 1 + s) * vocab, (p.promptTokens.length + s) * vocab)
-      let best = 0
-      for (let i = 1; i < vocab; i++) if (row[i] > row[best]) best = i
-      steps++
-      if (best === p.greedyTokens[s]) {
-        agree++
-        continue
-      }
-      const [[, p1], [, p2]] = p.top2[s]
-      const ours = probabilityGap(row, best, p.greedyTokens[s])
-      if (p1 - p2 >= CLOSE_CALL && ours >= CLOSE_CALL) {
-        clear.push(`${p.name} step ${s}: we chose ${best} (by ${ours.toFixed(3)} in our probabilities), llama.cpp ${p.greedyTokens[s]} with p=${p1} vs runner-up ${p2}`)
-      }
-    }
-  }
+  const { agree, steps, clear } = await teacherForced(model, fx)
   for (const c of clear) t.log(`clear disagreement: ${c}`)
   t.true(clear.length <= 0.01 * steps, `${clear.length}/${steps} steps are clear disagreements`)
   t.log(`Q4_1 teacher-forced: ${agree}/${steps} steps choose llama.cpp's token`)
   t.true(agree >= 0.93 * steps)
   model.dispose()
 })
+
+for (const activations of ['f32', 'q8'] as const) {
+  test.serial(`Q8_0 with ${activations} activations: per-step choices agree with llama.cpp's except at close calls and at most 1% clear splits`, async (t) => {
+    // llama.cpp multiplies Q8_0 weights by activations rounded to Q8_0 blocks, which 'q8' also
+    // does; 'f32' keeps them exact. Both must pick llama.cpp's token wherever it was not torn.
+    const model = await Model.load(modelPath('Q8_0'), { activations })
+    const fx = fixture('llamacpp-greedy-q8_0.json')
+    // One token per pass after the prompt: the decode road, where 'q8' multiplies bytes by bytes.
+    const { agree, steps, clear } = await teacherForced(model, fx, true)
+    for (const c of clear) t.log(`clear disagreement: ${c}`)
+    t.log(`Q8_0 ${activations} teacher-forced: ${agree}/${steps} steps choose llama.cpp's token`)
+    t.true(clear.length <= 0.01 * steps, `${clear.length}/${steps} steps are clear disagreements`)
+    t.true(agree >= 0.93 * steps)
+    model.dispose()
+  })
+}

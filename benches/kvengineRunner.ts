@@ -15,10 +15,10 @@ import type { EngineResult } from './lib/results.js'
 const spec = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as RunSpec
 const { plan, prompt } = spec
 const loadStart = performance.now()
-const model = await Model.load(spec.model, { threads: spec.threads })
+const model = await Model.load(spec.model, { threads: spec.threads, activations: spec.activations })
 const loadMs = performance.now() - loadStart
 const rssAfterLoad = procStatusBytes('VmRSS')
-log('kvengine', `loaded ${spec.model} with ${spec.threads} thread(s) in ${loadMs.toFixed(0)} ms`)
+log('kvengine', `loaded ${spec.model} with ${spec.threads} thread(s), ${spec.activations ?? 'f32'} activations, in ${loadMs.toFixed(0)} ms`)
 const engine = new Engine(model)
 
 const prefill = await prefillFigures(engine, prompt, plan)

@@ -19,6 +19,8 @@ const USAGE = `usage:
   kvengine convert <input.gguf> <output.gguf> --to f32|f16|q8_0|q4_0|q4_k
 
 sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
+--activations q8: multiply Q8_0/Q4_0 weights by 8-bit activations, as llama.cpp does (faster
+  decode; results may then depend on batching). Default f32.
 -m defaults to SmolLM2-135M-Instruct (fetched on first use).`
 
 const DEMO_PROMPT = 'In three sentences, why does a KV cache make text generation faster?'
@@ -36,6 +38,7 @@ const options = {
   'min-p': { type: 'string' },
   seed: { type: 'string' },
   threads: { type: 'string' },
+  activations: { type: 'string' },
   port: { type: 'string' },
   host: { type: 'string' },
   'max-rows': { type: 'string' },
@@ -66,6 +69,7 @@ async function load(args: Args): Promise<Model> {
   let shown = -1
   const model = await Model.load(path, {
     threads: num(args.threads),
+    activations: args.activations as 'f32' | 'q8' | undefined,
     onProgress: (f) => {
       const pct = Math.round(f * 100)
       if (process.stderr.isTTY && pct !== shown) process.stderr.write(`\rloading ${path} ${(shown = pct)}%`)

@@ -74,6 +74,8 @@ export interface RunSpec {
   plan: Plan
   /** Token ids of the shared prompt text (SmolLM2's tokenizer; every model here shares it). */
   prompt: number[]
+  /** kvengine only: what Q8_0/Q4_0 weights multiply (`ModelLoadOptions.activations`); f32 when absent. */
+  activations?: 'f32' | 'q8'
 }
 
 /** The longest prompt any figure needs, so the orchestrator tokenizes enough text once. */

@@ -9,7 +9,7 @@ use candle_core::{Device, Module, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kvengine::attention::{attend, AttentionShape, TokenSlot};
 use kvengine::config::{Architecture, ModelConfig, RopeStyle};
-use kvengine::matmul::QuantMatrix;
+use kvengine::matmul::{Activations, QuantMatrix};
 use kvengine::rope::Rope;
 use kvengine::KvCache;
 
@@ -45,7 +45,8 @@ fn matmul(c: &mut Criterion) {
     for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
         let w = Tensor::from_vec(values(n * k, 1), (n, k), &Device::Cpu).expect("weights");
         let q = Arc::new(QTensor::quantize(&w, dtype).expect("quantize"));
-        let ours = QuantMatrix::new(q.clone()).expect("format with a kernel");
+        let ours = QuantMatrix::new(q.clone(), Activations::F32).expect("format with a kernel");
+        let ours_q8 = QuantMatrix::new(q.clone(), Activations::Q8).expect("format with a kernel");
         let candle = QMatMul::from_arc(q).expect("qmatmul");
         let mut group = c.benchmark_group(format!("matmul_{dtype:?}_{n}x{k}"));
         for m in [1usize, 128] {
@@ -53,6 +54,7 @@ fn matmul(c: &mut Criterion) {
             let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu).expect("x");
             group.throughput(Throughput::Elements((m * n * k) as u64));
             group.bench_with_input(BenchmarkId::new("kvengine", m), &m, |b, &m| b.iter(|| ours.forward(black_box(&x), m).expect("ours")));
+            group.bench_with_input(BenchmarkId::new("kvengine_q8", m), &m, |b, &m| b.iter(|| ours_q8.forward(black_box(&x), m).expect("ours q8")));
             group.bench_with_input(BenchmarkId::new("candle", m), &m, |b, _| b.iter(|| candle.forward(black_box(&xt)).expect("candle")));
         }
         group.finish();

@@ -1,11 +1,12 @@
 //! Throughput of our quantized matmul alone, for tuning the tile kernels:
-//! `cargo run --release --no-default-features --example matmul_speed -- [n] [k] [m]`
+//! `cargo run --release --no-default-features --example matmul_speed -- [n] [k] [m] [q8]`
+//! (`q8`: activations rounded to 8 bits, as llama.cpp multiplies them)
 use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use kvengine::matmul::QuantMatrix;
+use kvengine::matmul::{Activations, QuantMatrix};
 
 #[global_allocator]
 static ALLOCATOR: kvengine::Allocator = kvengine::Allocator;
@@ -13,11 +14,12 @@ static ALLOCATOR: kvengine::Allocator = kvengine::Allocator;
 fn main() -> kvengine::Result<()> {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
     let (n, k, m) = (args.first().copied().unwrap_or(1536), args.get(1).copied().unwrap_or(576), args.get(2).copied().unwrap_or(1));
+    let activations = if std::env::args().any(|a| a == "q8") { Activations::Q8 } else { Activations::F32 };
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0).collect();
     let x: Vec<f32> = (0..m * k).map(|i| ((i * 104_729) % 2001) as f32 / 1000.0 - 1.0).collect();
     for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
         let q = Arc::new(QTensor::quantize(&Tensor::from_vec(w.clone(), (n, k), &Device::Cpu)?, dtype)?);
-        let Some(ours) = QuantMatrix::new(q) else { continue };
+        let Some(ours) = QuantMatrix::new(q, activations) else { continue };
         ours.forward(&x, m)?;
         let reps = (2e10 / (n * k * m) as f64).clamp(3.0, 20_000.0) as usize;
         let t = Instant::now();
@@ -25,7 +27,7 @@ fn main() -> kvengine::Result<()> {
             std::hint::black_box(ours.forward(std::hint::black_box(&x), m)?);
         }
         let s = t.elapsed().as_secs_f64() / reps as f64;
-        println!("{dtype:?} {n}x{k} m={m}: {:.1} us, {:.2} GMAC/s", s * 1e6, (n * k * m) as f64 / s / 1e9);
+        println!("{dtype:?} {activations:?} {n}x{k} m={m}: {:.1} us, {:.2} GMAC/s", s * 1e6, (n * k * m) as f64 / s / 1e9);
     }
     let wt = Tensor::from_vec(w.clone(), (n, k), &Device::Cpu)?;
     let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu)?;

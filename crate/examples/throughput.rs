@@ -1,5 +1,5 @@
 //! Prefill and decode speed of the Rust core alone, for profiling without Node:
-//! `cargo run --release --no-default-features --example throughput -- <model> [prompt_len] [decode_len] [batch]`
+//! `cargo run --release --no-default-features --example throughput -- <model> [prompt_len] [decode_len] [batch] [f32|q8]`
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -14,7 +14,8 @@ fn main() -> kvengine::Result<()> {
     let path = PathBuf::from(args.get(1).map(String::as_str).unwrap_or("models/SmolLM2-135M-Instruct.Q8_0.gguf"));
     let arg = |i: usize, default: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default);
     let (prompt_len, decode_len, batch) = (arg(2, 512), arg(3, 128), arg(4, 1));
-    let loaded = kvengine::load(&path, &mut |_| {})?;
+    let activations = kvengine::matmul::Activations::parse(args.get(5).map(String::as_str))?;
+    let loaded = kvengine::load_on(&path, kvengine::Placement::Cpu { activations }, &mut |_| {})?;
     let model = &loaded.model;
     let vocab = model.config.vocab_size as u32;
     // Any fixed token sequence measures the same work; a simple congruence avoids repeats.

@@ -6,23 +6,29 @@ use candle_core::DType;
 use crate::any_model::LanguageModel;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::matmul::Activations;
 use crate::model::Model;
 use crate::weights::WeightSource;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
-    Cpu,
+    /// Our kernels, multiplying Q8_0/Q4_0 weights by `activations` (f32 unless asked for 8-bit).
+    Cpu { activations: Activations },
     /// The first CUDA device, computing in `dtype` (f32, f16 or bf16).
     Cuda { dtype: DType },
 }
 
 impl Placement {
+    /// The CPU with f32 activations.
+    pub const CPU: Self = Self::Cpu { activations: Activations::F32 };
+
     /// From the binding's strings: device "cpu" or "cuda", dtype "f32" | "f16" | "bf16" (CUDA
-    /// only; bf16 when absent).
-    pub fn parse(device: Option<&str>, dtype: Option<&str>) -> Result<Self> {
+    /// only; bf16 when absent), activations "f32" | "q8" (CPU only; f32 when absent).
+    pub fn parse(device: Option<&str>, dtype: Option<&str>, activations: Option<&str>) -> Result<Self> {
         match (device.unwrap_or("cpu"), dtype) {
-            ("cpu", None) => Ok(Self::Cpu),
+            ("cpu", None) => Ok(Self::Cpu { activations: Activations::parse(activations)? }),
             ("cpu", Some(_)) => Err(Error::invalid("dtype applies to device 'cuda' only; the CPU path keeps each weight's own format")),
+            ("cuda", _) if activations.is_some() => Err(Error::invalid("activations apply to device 'cpu' only; a CUDA model computes in its dtype")),
             ("cuda", dtype) => {
                 let dtype = match dtype.unwrap_or("bf16") {
                     "f32" => DType::F32,
@@ -40,7 +46,7 @@ impl Placement {
 /// The Llama/Qwen2 family on the chosen device.
 pub(crate) fn load_llama(src: &mut dyn WeightSource, config: ModelConfig, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LanguageModel> {
     match placement {
-        Placement::Cpu => Ok(Model::load(src, config, progress)?.into()),
+        Placement::Cpu { activations } => Ok(Model::load(src, config, activations, progress)?.into()),
         Placement::Cuda { dtype } => load_cuda(src, config, dtype, progress),
     }
 }
@@ -48,7 +54,7 @@ pub(crate) fn load_llama(src: &mut dyn WeightSource, config: ModelConfig, placem
 /// nanochat's GPT runs on the CPU only.
 pub(crate) fn check_nanochat(placement: Placement) -> Result<()> {
     match placement {
-        Placement::Cpu => Ok(()),
+        Placement::Cpu { .. } => Ok(()),
         Placement::Cuda { .. } => Err(Error::unsupported("nanochat checkpoints run on the CPU only; load with device 'cpu'")),
     }
 }
@@ -85,12 +91,15 @@ mod tests {
 
     #[test]
     fn parses_devices_and_dtypes() {
-        assert_eq!(Placement::parse(None, None).unwrap(), Placement::Cpu);
-        assert_eq!(Placement::parse(Some("cuda"), None).unwrap(), Placement::Cuda { dtype: DType::BF16 });
-        assert_eq!(Placement::parse(Some("cuda"), Some("f16")).unwrap(), Placement::Cuda { dtype: DType::F16 });
-        assert!(Placement::parse(Some("gpu"), None).is_err());
-        assert!(Placement::parse(Some("cpu"), Some("f16")).is_err());
-        assert!(Placement::parse(Some("cuda"), Some("f64")).is_err());
+        assert_eq!(Placement::parse(None, None, None).unwrap(), Placement::CPU);
+        assert_eq!(Placement::parse(None, None, Some("q8")).unwrap(), Placement::Cpu { activations: Activations::Q8 });
+        assert_eq!(Placement::parse(Some("cuda"), None, None).unwrap(), Placement::Cuda { dtype: DType::BF16 });
+        assert_eq!(Placement::parse(Some("cuda"), Some("f16"), None).unwrap(), Placement::Cuda { dtype: DType::F16 });
+        assert!(Placement::parse(Some("gpu"), None, None).is_err());
+        assert!(Placement::parse(Some("cpu"), Some("f16"), None).is_err());
+        assert!(Placement::parse(Some("cuda"), Some("f64"), None).is_err());
+        assert!(Placement::parse(Some("cuda"), None, Some("q8")).is_err());
+        assert!(Placement::parse(None, None, Some("int4")).is_err());
     }
 
     struct NoWeights;

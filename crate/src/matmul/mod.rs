@@ -1,11 +1,13 @@
 //! Our quantized matmul: `y = x · Wᵀ` for GGUF Q8_0 and Q4_0 weights, read in place from the
-//! file's blocks, against f32 activations, split over the rayon pool by output columns. Two
-//! roads compute the same sums: narrow batches (decode) widen each block in registers inside a
-//! tile (`tiled.rs`); wide ones (prefill) widen panels of weights and run gemm's f32 kernels
-//! (`dense.rs`). The activations are never quantized, so how a prompt is split into passes
-//! (prefix reuse, batching) moves results only by float rounding, not by 8-bit steps.
-//! candle's own quantized matmul stays the slow reference (see `model/reference.rs`).
+//! file's blocks, split over the rayon pool by output columns. Two roads compute the same sums:
+//! narrow batches (decode) work in register tiles (`tiled.rs`); wide ones (prefill) widen panels
+//! of weights and run gemm's f32 kernels (`dense.rs`). By default the activations stay f32, so
+//! how a prompt is split into passes (prefix reuse, batching) moves results only by float
+//! rounding, not by 8-bit steps; a model loaded with `Activations::Q8` rounds them to 8-bit
+//! blocks as llama.cpp does (`activations.rs`). candle's own quantized matmul stays the slow
+//! reference (see `model/reference.rs`).
 
+mod activations;
 mod dense;
 mod formats;
 mod out_columns;
@@ -13,12 +15,15 @@ mod out_columns;
 mod x86;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_avx512;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod x86_q8;
 
 use std::sync::{Arc, OnceLock};
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use rayon::prelude::*;
 
+pub use activations::{Activations, QuantizedRows};
 pub use formats::{WeightFormat, BLOCK};
 use out_columns::OutColumns;
 
@@ -30,18 +35,19 @@ pub struct QuantMatrix {
     format: WeightFormat,
     n: usize,
     k: usize,
+    activations: Activations,
 }
 
 impl QuantMatrix {
     /// `None` when the tensor's format has no kernel here (the caller keeps candle's).
-    pub fn new(tensor: Arc<QTensor>) -> Option<Self> {
+    pub fn new(tensor: Arc<QTensor>, activations: Activations) -> Option<Self> {
         let format = match tensor.dtype() {
             GgmlDType::Q8_0 => WeightFormat::Q8_0,
             GgmlDType::Q4_0 => WeightFormat::Q4_0,
             _ => return None,
         };
         let (n, k) = tensor.shape().dims2().ok()?;
-        (k % BLOCK == 0).then_some(Self { tensor, format, n, k })
+        (k % BLOCK == 0).then_some(Self { tensor, format, n, k, activations })
     }
 
     pub fn out_features(&self) -> usize {
@@ -62,6 +68,9 @@ impl QuantMatrix {
         if matrices.iter().any(|w| w.k != k) || x.len() != m * k {
             return Err(Error::invalid(format!("matmul input of {} values does not match {m} rows of {k}", x.len())));
         }
+        if matrices.iter().any(|w| w.activations != matrices[0].activations) {
+            return Err(Error::invalid("matrices multiplied together must take their activations alike"));
+        }
         if let [(rows, wide)] = runs.0.as_slice() {
             return Self::forward_run(matrices, x, rows.len(), *wide);
         }
@@ -74,6 +83,17 @@ impl QuantMatrix {
     }
 
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
+        let rounded = match matrices.first().map(|w| w.activations) {
+            Some(Activations::Q8) => Some(QuantizedRows::quantize(x, matrices[0].k)),
+            _ => None,
+        };
+        // The wide road multiplies f32: the rounded values, widened back.
+        let widened = if wide { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
+        let (x, input) = match (&widened, &rounded) {
+            (Some(widened), _) => (widened.as_slice(), Input::F32(widened)),
+            (None, Some(rounded)) => (x, Input::Q8(rounded)),
+            (None, None) => (x, Input::F32(x)),
+        };
         let data = matrices.iter().map(|w| w.tensor.data()).collect::<candle_core::Result<Vec<_>>>()?;
         let total: usize = matrices.iter().map(|w| w.n).sum();
         let row_bytes = matrices.iter().map(|w| w.format.row_bytes(w.k)).max().unwrap_or(1);
@@ -96,7 +116,7 @@ impl QuantMatrix {
                 if wide {
                     dense::run(w.format, weights, row_bytes, x, m, out);
                 } else {
-                    kernel().run_into(w.format, weights, row_bytes, x, m, out);
+                    kernel().run_into(w.format, weights, row_bytes, input, m, out);
                 }
             }
         });
@@ -177,9 +197,17 @@ pub fn kernel() -> Kernel {
     })
 }
 
+/// The activations a narrow call multiplies.
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    F32(&'a [f32]),
+    Q8(&'a QuantizedRows),
+}
+
 impl Kernel {
-    /// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`.
-    pub fn run(self, format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: &mut [f32]) {
+    /// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`. With
+    /// 8-bit activations every SIMD kernel runs the AVX2 integer tile.
+    pub fn run(self, format: WeightFormat, weights: &[u8], row_bytes: usize, x: Input, m: usize, out: &mut [f32]) {
         let out = OutColumns::whole(out, m, weights.len() / row_bytes);
         // SAFETY: the window is the whole of `out`, borrowed mutably for this call.
         unsafe { self.run_into(format, weights, row_bytes, x, m, out) }
@@ -189,15 +217,18 @@ impl Kernel {
     ///
     /// # Safety
     /// No other thread may write `out`'s values during the call.
-    unsafe fn run_into(self, format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f32], m: usize, out: OutColumns) {
+    unsafe fn run_into(self, format: WeightFormat, weights: &[u8], row_bytes: usize, x: Input, m: usize, out: OutColumns) {
         let cols = weights.len() / row_bytes;
         assert!(out.rows() >= m && out.cols() == cols, "output window of {} × {} for {m} × {cols}", out.rows(), out.cols());
-        match self {
-            Self::Portable => portable(format, weights, row_bytes, x, m, out),
+        match (self, x) {
+            (Self::Portable, Input::F32(x)) => portable(format, weights, row_bytes, x, m, out),
+            (Self::Portable, Input::Q8(x)) => portable_q8(format, weights, row_bytes, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Self::Avx2 => tiled::run::<x86::Avx2>(format, weights, row_bytes, cols, x, m, out),
+            (Self::Avx2, Input::F32(x)) => tiled::run::<x86::Avx2>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Self::Avx512 => tiled::run::<x86_avx512::Avx512>(format, weights, row_bytes, cols, x, m, out),
+            (Self::Avx512, Input::F32(x)) => tiled::run::<x86_avx512::Avx512>(format, weights, row_bytes, cols, x, m, out),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            (Self::Avx2 | Self::Avx512, Input::Q8(x)) => tiled::run::<x86_q8::Avx2Q8>(format, weights, row_bytes, cols, x, m, out),
         }
     }
 }
@@ -218,6 +249,29 @@ unsafe fn portable(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[
                 let (scale, w) = format.decode(block);
                 let dot: f32 = w.iter().zip(a).map(|(&w, &a)| w as f32 * a).sum();
                 sum += dot * scale;
+            }
+            out.set(row, col, sum);
+        }
+    }
+}
+
+/// The plain-Rust definition of the 8-bit road: per block, the integer dot product of weights
+/// and rounded activations, times both scales.
+///
+/// # Safety
+/// As `Kernel::run_into`.
+unsafe fn portable_q8(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &QuantizedRows, m: usize, out: OutColumns) {
+    let cols = weights.len() / row_bytes;
+    let (k, blocks) = (format.row_values(row_bytes), row_bytes / format.block_bytes());
+    for row in 0..m {
+        let acts = x.values[row * k..(row + 1) * k].chunks_exact(BLOCK).zip(&x.scales[row * blocks..(row + 1) * blocks]);
+        for col in 0..cols {
+            let w_row = &weights[col * row_bytes..(col + 1) * row_bytes];
+            let mut sum = 0.0f32;
+            for (block, (a, &act_scale)) in w_row.chunks_exact(format.block_bytes()).zip(acts.clone()) {
+                let (scale, w) = format.decode(block);
+                let dot: i32 = w.iter().zip(a).map(|(&w, &a)| w as i32 * a as i32).sum();
+                sum += dot as f32 * (scale * act_scale);
             }
             out.set(row, col, sum);
         }

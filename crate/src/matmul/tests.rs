@@ -1,5 +1,5 @@
-use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::{Device, Tensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Module, Tensor};
 
 use super::*;
 
@@ -25,6 +25,14 @@ fn reference(tensor: &QTensor, x: &[f32], m: usize, k: usize) -> Vec<f32> {
     x.matmul(&widened.t().expect("t")).expect("matmul").flatten_all().expect("flat").to_vec1::<f32>().expect("vec")
 }
 
+/// candle's quantized matmul over the same blocks: it rounds the activations to Q8_0 blocks as
+/// llama.cpp does and multiplies them in integer, with its own code.
+fn reference_q8(tensor: Arc<QTensor>, x: &[f32], m: usize, k: usize) -> Vec<f32> {
+    let x = Tensor::from_vec(x.to_vec(), (m, k), &Device::Cpu).expect("x");
+    let matmul = QMatMul::from_arc(tensor).expect("qmatmul");
+    matmul.forward(&x).expect("matmul").flatten_all().expect("flat").to_vec1::<f32>().expect("vec")
+}
+
 fn worst_relative(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len());
     got.iter().zip(want).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max)
@@ -39,9 +47,26 @@ fn kernels_match_the_dequantized_product_for_every_shape() {
             let tensor = quantized(dtype, n, k);
             let x = noise(m as u64, m * k);
             let want = reference(&tensor, &x, m, k);
-            let got = QuantMatrix::new(tensor).expect("supported format").forward(&x, m).expect("forward");
+            let got = QuantMatrix::new(tensor, Activations::F32).expect("supported format").forward(&x, m).expect("forward");
             let worst = worst_relative(&got, &want);
             assert!(worst < 1e-5, "{dtype:?} {m}x{n}x{k}: worst relative difference {worst} ({:?})", kernel());
+        }
+    }
+}
+
+/// With 8-bit activations, both roads against candle's quantized product, which rounds the
+/// activations the same way: only the order of the float sums differs. One activation rounded
+/// a step the other way (1/127 of its block's largest value) would move a result by ~1e-3.
+#[test]
+fn q8_kernels_match_candles_quantized_product() {
+    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+        for (m, n, k) in [(1, 13, 64), (7, 13, 96), (5, 64, 576), (8, 21, 2144), (dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)] {
+            let tensor = quantized(dtype, n, k);
+            let x = noise(m as u64 + 40, m * k);
+            let want = reference_q8(tensor.clone(), &x, m, k);
+            let got = QuantMatrix::new(tensor, Activations::Q8).expect("supported format").forward(&x, m).expect("forward");
+            let worst = worst_relative(&got, &want);
+            assert!(worst < 3e-5, "{dtype:?} {m}x{n}x{k}: worst relative difference {worst} ({:?})", kernel());
         }
     }
 }
@@ -60,24 +85,27 @@ fn simd_kernels() -> Vec<Kernel> {
     kernels
 }
 
+/// `x` through one kernel, as f32 or rounded to 8 bits as `matrix` asks.
 fn run_kernel(kernel: Kernel, matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
     let data = matrix.tensor.data().expect("data");
     let row_bytes = matrix.format.row_bytes(matrix.k);
     let mut out = vec![0.0; m * matrix.n];
-    kernel.run(matrix.format, &data, row_bytes, x, m, &mut out);
+    let rounded = QuantizedRows::quantize(x, matrix.k);
+    let input = if matrix.activations == Activations::Q8 { Input::Q8(&rounded) } else { Input::F32(x) };
+    kernel.run(matrix.format, &data, row_bytes, input, m, &mut out);
     out
 }
 
 #[test]
 fn simd_and_portable_kernels_agree() {
     let (m, n, k) = (6, 9, 160);
-    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
-        let matrix = QuantMatrix::new(quantized(dtype, n, k)).expect("supported format");
+    for (dtype, activations) in [GgmlDType::Q8_0, GgmlDType::Q4_0].into_iter().flat_map(|d| [(d, Activations::F32), (d, Activations::Q8)]) {
+        let matrix = QuantMatrix::new(quantized(dtype, n, k), activations).expect("supported format");
         let x = noise(9, m * k);
         let portable = run_kernel(Kernel::Portable, &matrix, &x, m);
         for kernel in simd_kernels() {
             for (a, b) in portable.iter().zip(&run_kernel(kernel, &matrix, &x, m)) {
-                assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{dtype:?} {kernel:?}: {a} vs {b}");
+                assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{dtype:?} {activations:?} {kernel:?}: {a} vs {b}");
             }
         }
     }
@@ -95,7 +123,7 @@ fn each_sequence_keeps_its_road_in_a_batch() {
 #[test]
 fn a_rows_output_does_not_depend_on_its_batch() {
     let (n, k) = (200, 576);
-    let matrix = QuantMatrix::new(quantized(GgmlDType::Q8_0, n, k)).expect("supported");
+    let matrix = QuantMatrix::new(quantized(GgmlDType::Q8_0, n, k), Activations::F32).expect("supported");
     let x = noise(11, 150 * k);
     let alone_wide = matrix.forward(&x[..64 * k], 64).expect("wide alone");
     let alone_narrow = matrix.forward(&x[64 * k..67 * k], 3).expect("narrow alone");
@@ -112,15 +140,16 @@ fn a_rows_output_does_not_depend_on_its_batch() {
 /// does not.
 #[test]
 fn tile_shapes_agree_bit_for_bit() {
-    for (dtype, k) in [(GgmlDType::Q8_0, 576), (GgmlDType::Q4_0, 576), (GgmlDType::Q8_0, 2144), (GgmlDType::Q4_0, 2144)] {
+    let shapes = [(GgmlDType::Q8_0, 576), (GgmlDType::Q4_0, 576), (GgmlDType::Q8_0, 2144), (GgmlDType::Q4_0, 2144)];
+    for ((dtype, k), activations) in shapes.into_iter().flat_map(|s| [(s, Activations::F32), (s, Activations::Q8)]) {
         let (m, n) = (15, 37);
-        let matrix = QuantMatrix::new(quantized(dtype, n, k)).expect("supported");
+        let matrix = QuantMatrix::new(quantized(dtype, n, k), activations).expect("supported");
         let x = noise(3, m * k);
         for kernel in [Kernel::Portable].into_iter().chain(simd_kernels()) {
             let together = run_kernel(kernel, &matrix, &x, m);
             for (row, values) in x.chunks(k).enumerate() {
                 let alone = run_kernel(kernel, &matrix, values, 1);
-                assert!(alone[..] == together[row * n..(row + 1) * n], "{dtype:?} {kernel:?}: row {row} changed with its batch");
+                assert!(alone[..] == together[row * n..(row + 1) * n], "{dtype:?} {activations:?} {kernel:?}: row {row} changed with its batch");
             }
         }
     }

@@ -7,21 +7,65 @@
 
 use std::marker::PhantomData;
 
+use super::activations::QuantizedRows;
 use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
 
 /// Pointers into one tile's inputs: `NR` weight rows (block-encoded, `row_stride` bytes apart)
 /// and `MR` activation rows, all at the tile's first block.
-pub struct Tile<const MR: usize, const NR: usize> {
+pub struct Tile<const MR: usize, const NR: usize, A> {
     pub weights: [*const u8; NR],
-    pub acts: [*const f32; MR],
+    pub acts: [A; MR],
     pub row_stride: usize,
+}
+
+/// Activation rows as the tiles read them: f32 values, or 8-bit blocks with their scales.
+pub trait ActRows: Sync {
+    /// Where one row's block begins.
+    type At: Copy;
+    /// Bytes of one row's block, for sizing chunks of k to L1.
+    const BLOCK_BYTES: usize;
+    /// Whether `m` rows of `k` values are all there.
+    fn holds(&self, m: usize, k: usize) -> bool;
+    /// Row `row` (of `k` values) at block `block`.
+    fn at(&self, row: usize, k: usize, block: usize) -> Self::At;
+}
+
+impl ActRows for [f32] {
+    type At = *const f32;
+    const BLOCK_BYTES: usize = BLOCK * size_of::<f32>();
+    fn holds(&self, m: usize, k: usize) -> bool {
+        self.len() >= m * k
+    }
+    fn at(&self, row: usize, k: usize, block: usize) -> *const f32 {
+        self[row * k + block * BLOCK..].as_ptr()
+    }
+}
+
+/// A row of 8-bit activations at one block: its values and its scales.
+#[derive(Clone, Copy)]
+pub struct Q8At {
+    pub values: *const i8,
+    pub scales: *const f32,
+}
+
+impl ActRows for QuantizedRows {
+    type At = Q8At;
+    const BLOCK_BYTES: usize = BLOCK + size_of::<f32>();
+    fn holds(&self, m: usize, k: usize) -> bool {
+        self.k == k && self.values.len() >= m * k && self.scales.len() >= m * k / BLOCK
+    }
+    fn at(&self, row: usize, k: usize, block: usize) -> Q8At {
+        Q8At { values: self.values[row * k + block * BLOCK..].as_ptr(), scales: self.scales[(row * k) / BLOCK + block..].as_ptr() }
+    }
 }
 
 /// A SIMD register-tile kernel.
 pub trait TileKernel: Sized {
     /// One output's running sum as the kernel holds it in a vector register.
     type Lanes: Copy + Default;
+    /// The activations it multiplies.
+    type Acts: ActRows + ?Sized;
 
     /// Sweeps the rows from `row` with the widest tile that fits `rows_left`; returns the rows done.
     fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: OutColumns) -> usize;
@@ -31,7 +75,7 @@ pub trait TileKernel: Sized {
     /// # Safety
     /// Every weight pointer must start `blocks` whole blocks of `format` and every activation
     /// pointer `blocks × 32` values, and the CPU must have the kernel's instruction set.
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize, acc: &mut [[Self::Lanes; NR]; MR]);
+    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, ActAt<Self>>, blocks: usize, acc: &mut [[Self::Lanes; NR]; MR]);
 
     /// The finished output: the lanes of a running sum added up.
     ///
@@ -40,13 +84,16 @@ pub trait TileKernel: Sized {
     unsafe fn total(lanes: &Self::Lanes) -> f32;
 }
 
+/// Where a kernel's activation rows begin at a block.
+pub type ActAt<K> = <<K as TileKernel>::Acts as ActRows>::At;
+
 /// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`.
 ///
 /// # Safety
 /// No other thread may write `out`'s values during the call.
-pub unsafe fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, x: &[f32], m: usize, out: OutColumns) {
+pub unsafe fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, x: &K::Acts, m: usize, out: OutColumns) {
     let k = format.row_values(row_bytes);
-    assert!(x.len() >= m * k && weights.len() >= cols * row_bytes && out.rows() >= m && out.cols() >= cols, "matmul operands out of range");
+    assert!(x.holds(m, k) && weights.len() >= cols * row_bytes && out.rows() >= m && out.cols() >= cols, "matmul operands out of range");
     let ctx = Context { format, weights, row_bytes, cols, x, k, kernel: PhantomData::<K> };
     let mut row = 0;
     while row < m {
@@ -56,19 +103,19 @@ pub unsafe fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes
 
 /// Blocks of the inner dimension per chunk for a tile of `rows` activation rows: the rows'
 /// chunk must stay in L1 beside the weights streaming through; `blocks` in one chunk when it fits.
-fn chunk_blocks(rows: usize, blocks: usize) -> usize {
+fn chunk_blocks(rows: usize, block_bytes: usize, blocks: usize) -> usize {
     const L1_SHARE: usize = 20 * 1024;
-    let fits = (L1_SHARE / (rows * BLOCK * size_of::<f32>())).max(1);
+    let fits = (L1_SHARE / (rows * block_bytes)).max(1);
     // At least 1: with k = 0 there is one empty chunk, not a zero step.
     blocks.div_ceil(blocks.div_ceil(fits).max(1)).max(1)
 }
 
-pub struct Context<'a, K> {
+pub struct Context<'a, K: TileKernel> {
     format: WeightFormat,
     weights: &'a [u8],
     row_bytes: usize,
     cols: usize,
-    x: &'a [f32],
+    x: &'a K::Acts,
     k: usize,
     kernel: PhantomData<K>,
 }
@@ -82,7 +129,7 @@ impl<K: TileKernel> Context<'_, K> {
         let full = self.cols / NR * NR;
         let mut tiles = vec![[[K::Lanes::default(); NR]; MR]; full / NR];
         let mut edges = vec![[[K::Lanes::default(); 1]; MR]; self.cols - full];
-        let chunk = chunk_blocks(MR, blocks);
+        let chunk = chunk_blocks(MR, K::Acts::BLOCK_BYTES, blocks);
         for start in (0..blocks).step_by(chunk) {
             let range = start..(start + chunk).min(blocks);
             self.pass(row, 0, range.clone(), &mut tiles);
@@ -102,13 +149,13 @@ impl<K: TileKernel> Context<'_, K> {
 
     fn tile<const MR: usize, const NR: usize>(&self, row: usize, col: usize, blocks: std::ops::Range<usize>, acc: &mut [[K::Lanes; NR]; MR]) {
         let block_bytes = self.format.block_bytes();
-        let tile_ptrs = Tile::<MR, NR> {
+        let tile_ptrs = Tile::<MR, NR, ActAt<K>> {
             weights: std::array::from_fn(|i| self.weights[(col + i) * self.row_bytes + blocks.start * block_bytes..].as_ptr()),
-            acts: std::array::from_fn(|j| self.x[(row + j) * self.k + blocks.start * BLOCK..].as_ptr()),
+            acts: std::array::from_fn(|j| self.x.at(row + j, self.k, blocks.start)),
             row_stride: self.row_bytes,
         };
         // SAFETY: every weight pointer starts a block of a row of `row_bytes` (whole blocks) and
-        // every activation pointer the same block of a row of `k` values, inside the slices
+        // every activation pointer the same block of a row of `k` values (and its scales), inside the inputs
         // (asserted in `run`), with `blocks.len()` blocks left in each; the kernel was chosen for
         // this CPU by `matmul::kernel`.
         unsafe { K::tile(self.format, &tile_ptrs, blocks.len(), acc) };

@@ -14,6 +14,7 @@ pub struct Avx2;
 
 impl TileKernel for Avx2 {
     type Lanes = [f32; 8];
+    type Acts = [f32];
 
     fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: OutColumns) -> usize {
         // 16 vector registers: up to 8 accumulators beside a widened block.
@@ -25,7 +26,7 @@ impl TileKernel for Avx2 {
         }
     }
 
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize, acc: &mut [[[f32; 8]; NR]; MR]) {
+    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, *const f32>, blocks: usize, acc: &mut [[[f32; 8]; NR]; MR]) {
         tile_avx2(format, tile, blocks, acc)
     }
 
@@ -84,7 +85,7 @@ pub const PREFETCH_TILES: usize = 2;
 
 /// Adds activation row j · weight row i over `blocks` blocks to `sums[j][i]`.
 #[inline(always)]
-unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize, sums: &mut [[[f32; 8]; NR]; MR]) {
+unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, *const f32>, blocks: usize, sums: &mut [[[f32; 8]; NR]; MR]) {
     let stride = format.block_bytes();
     let mut acc: [[__m256; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm256_loadu_ps(sums[j][i].as_ptr())));
     // The rows of the tiles after this one are pulled in while this tile computes, which keeps

@@ -16,6 +16,7 @@ pub struct Avx512;
 
 impl TileKernel for Avx512 {
     type Lanes = [f32; 16];
+    type Acts = [f32];
 
     fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: OutColumns) -> usize {
         // 16 accumulators (8 for a lone row, whose FMA chains still cover the latency).
@@ -27,7 +28,7 @@ impl TileKernel for Avx512 {
         }
     }
 
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR>, blocks: usize, acc: &mut [[[f32; 16]; NR]; MR]) {
+    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, *const f32>, blocks: usize, acc: &mut [[[f32; 16]; NR]; MR]) {
         // One copy of the loop per format, so no branch on it runs per block.
         match format {
             WeightFormat::Q8_0 => tile_avx512::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks, acc),
@@ -73,7 +74,7 @@ unsafe fn horizontal_sum(lanes: &[f32; 16]) -> f32 {
 /// Adds activation row j · weight row i over `blocks` blocks to `sums[j][i]`, for the format
 /// whose discriminant is `FORMAT`.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR>, blocks: usize, sums: &mut [[[f32; 16]; NR]; MR]) {
+unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR, *const f32>, blocks: usize, sums: &mut [[[f32; 16]; NR]; MR]) {
     let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
     let stride = format.block_bytes();
     let mut acc: [[__m512; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm512_loadu_ps(sums[j][i].as_ptr())));

@@ -13,7 +13,7 @@ use crate::attention::{self, AttentionShape, TokenSlot};
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv_cache::KvCache;
-use crate::matmul::{QuantMatrix, RowRuns};
+use crate::matmul::{Activations, QuantMatrix, RowRuns};
 use crate::rope::{Rope, RopeAngles};
 use crate::weights::{Weight, WeightSource};
 
@@ -31,20 +31,20 @@ struct Linear {
 }
 
 impl Linear {
-    fn load(src: &mut dyn WeightSource, name: &str, out_dim: usize, in_dim: usize, with_bias: bool) -> Result<Self> {
+    fn load(src: &mut dyn WeightSource, name: &str, out_dim: usize, in_dim: usize, with_bias: bool, activations: Activations) -> Result<Self> {
         let weight = src.load_checked(&format!("{name}.weight"), &[out_dim, in_dim])?;
         let bias = if with_bias {
             Some(src.load_checked(&format!("{name}.bias"), &[out_dim])?.into_dense()?)
         } else {
             None
         };
-        Self::new(weight, bias)
+        Self::new(weight, bias, activations)
     }
 
-    fn new(weight: Weight, bias: Option<Tensor>) -> Result<Self> {
+    fn new(weight: Weight, bias: Option<Tensor>, activations: Activations) -> Result<Self> {
         let weight = weight.for_kernels()?;
         let fast = match &weight {
-            Weight::Quantized(q) => QuantMatrix::new(q.clone()),
+            Weight::Quantized(q) => QuantMatrix::new(q.clone(), activations),
             Weight::Dense(_) => None,
         };
         Ok(Self { weight: weight.into_matmul()?, fast, bias })
@@ -150,11 +150,12 @@ pub struct Model {
 
 impl Model {
     /// Loads every tensor the config implies, reporting progress as a fraction in [0, 1].
-    pub fn load(src: &mut dyn WeightSource, config: ModelConfig, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+    /// Q8_0/Q4_0 weights multiply `activations` (f32, or rounded to 8 bits as llama.cpp does).
+    pub fn load(src: &mut dyn WeightSource, config: ModelConfig, activations: Activations, progress: &mut dyn FnMut(f64)) -> Result<Self> {
         let embed = src.load_checked("token_embd.weight", &[config.vocab_size, config.hidden_size])?.for_kernels()?;
         let mut blocks = Vec::with_capacity(config.n_layers);
         let mut with = BlockLoader {
-            linear: &mut |src, name, out, inp, bias| Linear::load(src, name, out, inp, bias),
+            linear: &mut |src, name, out, inp, bias| Linear::load(src, name, out, inp, bias, activations),
             norm: &mut |src, name, dim| src.load_checked(name, &[dim])?.into_dense(),
         };
         for layer in 0..config.n_layers {
@@ -170,7 +171,7 @@ impl Model {
                 Weight::Dense(t) => Weight::Dense(t.clone()),
             }
         };
-        let lm_head = Linear::new(lm_head, None)?;
+        let lm_head = Linear::new(lm_head, None, activations)?;
         progress(1.0);
         let rope = Rope::new(&config);
         Ok(Self { config, embed, blocks, norm, lm_head, rope, stats: ModelStats::default() })

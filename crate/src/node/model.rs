@@ -124,7 +124,8 @@ pub fn has_cuda() -> bool {
 
 /// Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
 /// once per process, so only the first load's value counts. `device` is "cpu" (default) or
-/// "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in.
+/// "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in; `activations`
+/// ("f32" default, or "q8") what a CPU model multiplies Q8_0/Q4_0 weights by.
 #[napi(ts_return_type = "Promise<NativeModel>")]
 pub fn load_model(
     path: String,
@@ -132,8 +133,9 @@ pub fn load_model(
     #[napi(ts_arg_type = "(fraction: number) => void")] progress: Option<ProgressFn>,
     device: Option<String>,
     dtype: Option<String>,
+    activations: Option<String>,
 ) -> napi::Result<AsyncTask<LoadTask>> {
-    let placement = crate::Placement::parse(device.as_deref(), dtype.as_deref()).map_err(super::to_napi)?;
+    let placement = crate::Placement::parse(device.as_deref(), dtype.as_deref(), activations.as_deref()).map_err(super::to_napi)?;
     if let Some(n) = threads.filter(|&n| n > 0) {
         for var in ["RAYON_NUM_THREADS", "CANDLE_NUM_THREADS"] {
             if std::env::var_os(var).is_none() {

@@ -1,0 +1,79 @@
+//! What the quantized matmuls multiply the weights by. By default the activations stay f32, so
+//! how a prompt is split into passes (prefix reuse, batching) moves results only by float
+//! rounding. `Activations::Q8` rounds them to 8-bit blocks first, as llama.cpp does: per block
+//! of 32 a scale of max|x|/127 kept as f16 and values round(x/scale). The narrow road then
+//! multiplies bytes by bytes, about twice as fast at batch 1, at the price llama.cpp pays too:
+//! a value a float rounding away from a rounding boundary of its block can land on either side,
+//! so results depend on how tokens were grouped into passes.
+
+use half::f16;
+use rayon::prelude::*;
+
+use super::formats::BLOCK;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Activations {
+    #[default]
+    F32,
+    Q8,
+}
+
+impl Activations {
+    /// From the binding's string: "f32" (the default when absent) or "q8".
+    pub fn parse(name: Option<&str>) -> Result<Self> {
+        match name.unwrap_or("f32") {
+            "f32" => Ok(Self::F32),
+            "q8" => Ok(Self::Q8),
+            other => Err(Error::invalid(format!("activations must be 'f32' or 'q8', got '{other}'"))),
+        }
+    }
+}
+
+/// Fewer blocks than this are rounded by the calling thread: a decode step's rows take
+/// microseconds, less than handing work to the pool.
+const MIN_BLOCKS_PER_JOB: usize = 2048;
+
+/// Rows of activations rounded to 8-bit blocks.
+pub struct QuantizedRows {
+    /// Row-major, `k` per row.
+    pub values: Vec<i8>,
+    /// One per block of 32 values, row-major.
+    pub scales: Vec<f32>,
+    pub k: usize,
+}
+
+impl QuantizedRows {
+    /// `x` holds whole rows of `k` values, `k` a multiple of 32.
+    pub fn quantize(x: &[f32], k: usize) -> Self {
+        let mut values = vec![0i8; x.len()];
+        let mut scales = vec![0.0f32; x.len() / BLOCK];
+        x.par_chunks_exact(BLOCK)
+            .zip(values.par_chunks_exact_mut(BLOCK))
+            .zip(scales.par_iter_mut())
+            .with_min_len(MIN_BLOCKS_PER_JOB)
+            .for_each(|((x, q), scale)| *scale = quantize_block(x, q));
+        Self { values, scales, k }
+    }
+
+    /// Every value times its block's scale: what the wide road multiplies, in f32.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = vec![0.0f32; self.values.len()];
+        out.par_chunks_exact_mut(BLOCK)
+            .zip(self.values.par_chunks_exact(BLOCK))
+            .zip(self.scales.par_iter())
+            .with_min_len(MIN_BLOCKS_PER_JOB)
+            .for_each(|((out, q), &scale)| out.iter_mut().zip(q).for_each(|(v, &q)| *v = q as f32 * scale));
+        out
+    }
+}
+
+/// Returns the block's scale; the rounding (half away from zero, by the reciprocal of the
+/// unrounded scale) is llama.cpp's `quantize_row_q8_0`.
+fn quantize_block(x: &[f32], q: &mut [i8]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let scale = amax / 127.0;
+    let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+    q.iter_mut().zip(x).for_each(|(q, &v)| *q = (v * inverse).round() as i8);
+    f16::from_f32(scale).to_f32()
+}
