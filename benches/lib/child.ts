@@ -1,6 +1,6 @@
 // Runs one runner in its own process and returns its RESULT line, parsed.
 import { spawn } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { OUT_DIR, ROOT } from './paths.js'
@@ -11,6 +11,7 @@ import type { EngineResult } from './results.js'
 const RUNNERS = { kvengine: 'kvengineRunner.ts', 'llama.cpp': 'llamaCppRunner.ts' } as const
 
 export async function runEngine(engine: keyof typeof RUNNERS, tag: string, spec: RunSpec): Promise<EngineResult> {
+  mkdirSync(OUT_DIR, { recursive: true })
   const specPath = join(OUT_DIR, `spec-${tag}.json`)
   writeFileSync(specPath, JSON.stringify(spec))
   const child = spawn(process.execPath, ['--import=tsx', join(ROOT, 'benches', RUNNERS[engine]), specPath], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })

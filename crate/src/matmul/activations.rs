@@ -77,3 +77,25 @@ fn quantize_block(x: &[f32], q: &mut [i8]) -> f32 {
     q.iter_mut().zip(x).for_each(|(q, &v)| *q = (v * inverse).round() as i8);
     f16::from_f32(scale).to_f32()
 }
+
+/// Rounded activations with what the VNNI kernel (`x86_vnni.rs`) also reads: the values biased
+/// by 128 as unsigned bytes, each block's scale across eight lanes, and −8 × each lane's sum
+/// of four values (what Q4_0's offset of 8 takes off).
+pub struct VnniRows {
+    pub rows: QuantizedRows,
+    pub biased: Vec<u8>,
+    pub lane_scales: Vec<f32>,
+    pub q4_offsets: Vec<i32>,
+}
+
+/// Values per `vpdpbusd` lane.
+const LANE: usize = 4;
+
+impl VnniRows {
+    pub fn new(rows: QuantizedRows) -> Self {
+        let biased = rows.values.iter().map(|&v| (v as u8) ^ 0x80).collect();
+        let lane_scales = rows.scales.iter().flat_map(|&s| [s; BLOCK / LANE]).collect();
+        let q4_offsets = rows.values.chunks_exact(LANE).map(|four| -8 * four.iter().map(|&v| v as i32).sum::<i32>()).collect();
+        Self { rows, biased, lane_scales, q4_offsets }
+    }
+}

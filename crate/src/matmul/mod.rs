@@ -17,13 +17,15 @@ mod x86;
 mod x86_avx512;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_q8;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod x86_vnni;
 
 use std::sync::{Arc, OnceLock};
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use rayon::prelude::*;
 
-pub use activations::{Activations, QuantizedRows};
+pub use activations::{Activations, QuantizedRows, VnniRows};
 pub use formats::{WeightFormat, BLOCK};
 use out_columns::OutColumns;
 
@@ -83,16 +85,16 @@ impl QuantMatrix {
     }
 
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
-        let rounded = match matrices.first().map(|w| w.activations) {
-            Some(Activations::Q8) => Some(QuantizedRows::quantize(x, matrices[0].k)),
-            _ => None,
-        };
+        let q8 = matrices.first().is_some_and(|w| w.activations == Activations::Q8);
+        let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k));
         // The wide road multiplies f32: the rounded values, widened back.
         let widened = if wide { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
-        let (x, input) = match (&widened, &rounded) {
-            (Some(widened), _) => (widened.as_slice(), Input::F32(widened)),
-            (None, Some(rounded)) => (x, Input::Q8(rounded)),
-            (None, None) => (x, Input::F32(x)),
+        let (rounded, vnni_rows) = if wide || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
+        let (x, input) = match (&widened, &vnni_rows, &rounded) {
+            (Some(widened), _, _) => (widened.as_slice(), Input::F32(widened)),
+            (None, Some(rows), _) => (x, Input::Vnni(rows)),
+            (None, None, Some(rounded)) => (x, Input::Q8(rounded)),
+            (None, None, None) => (x, Input::F32(x)),
         };
         let data = matrices.iter().map(|w| w.tensor.data()).collect::<candle_core::Result<Vec<_>>>()?;
         let total: usize = matrices.iter().map(|w| w.n).sum();
@@ -197,11 +199,23 @@ pub fn kernel() -> Kernel {
     })
 }
 
+/// Whether 8-bit activations run on the AVX-512 VNNI kernel: on CPUs that have it, unless a
+/// lesser kernel was asked for (`KVENGINE_KERNEL`).
+pub fn vnni() -> bool {
+    static VNNI: OnceLock<bool> = OnceLock::new();
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    return *VNNI.get_or_init(|| kernel() == Kernel::Avx512 && x86_vnni::available());
+    #[allow(unreachable_code)]
+    false
+}
+
 /// The activations a narrow call multiplies.
 #[derive(Clone, Copy)]
 pub enum Input<'a> {
     F32(&'a [f32]),
     Q8(&'a QuantizedRows),
+    /// 8-bit, with what the VNNI kernel also reads; kernels without VNNI take the rows inside.
+    Vnni(&'a VnniRows),
 }
 
 impl Kernel {
@@ -222,13 +236,16 @@ impl Kernel {
         assert!(out.rows() >= m && out.cols() == cols, "output window of {} × {} for {m} × {cols}", out.rows(), out.cols());
         match (self, x) {
             (Self::Portable, Input::F32(x)) => portable(format, weights, row_bytes, x, m, out),
-            (Self::Portable, Input::Q8(x)) => portable_q8(format, weights, row_bytes, x, m, out),
+            (Self::Portable, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => portable_q8(format, weights, row_bytes, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx2, Input::F32(x)) => tiled::run::<x86::Avx2>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx512, Input::F32(x)) => tiled::run::<x86_avx512::Avx512>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Self::Avx2 | Self::Avx512, Input::Q8(x)) => tiled::run::<x86_q8::Avx2Q8>(format, weights, row_bytes, cols, x, m, out),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            (Self::Avx512, Input::Vnni(x)) if x86_vnni::available() => tiled::run::<x86_vnni::Vnni512>(format, weights, row_bytes, cols, x, m, out),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            (Self::Avx2 | Self::Avx512, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => tiled::run::<x86_q8::Avx2Q8>(format, weights, row_bytes, cols, x, m, out),
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::marker::PhantomData;
 
-use super::activations::QuantizedRows;
+use super::activations::{QuantizedRows, VnniRows};
 use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
 
@@ -60,12 +60,42 @@ impl ActRows for QuantizedRows {
     }
 }
 
+/// A row of activations at one block, as the VNNI kernel reads it (see `VnniRows`).
+#[derive(Clone, Copy)]
+pub struct VnniAt {
+    pub values: *const i8,
+    pub biased: *const u8,
+    pub lane_scales: *const f32,
+    pub q4_offsets: *const i32,
+}
+
+impl ActRows for VnniRows {
+    type At = VnniAt;
+    const BLOCK_BYTES: usize = 2 * BLOCK + 2 * 8 * size_of::<f32>();
+    fn holds(&self, m: usize, k: usize) -> bool {
+        let lanes = m * k / BLOCK * 8;
+        self.rows.holds(m, k) && self.biased.len() >= m * k && self.lane_scales.len() >= lanes && self.q4_offsets.len() >= lanes
+    }
+    fn at(&self, row: usize, k: usize, block: usize) -> VnniAt {
+        let (value, lane) = (row * k + block * BLOCK, (row * k / BLOCK + block) * 8);
+        VnniAt {
+            values: self.rows.values[value..].as_ptr(),
+            biased: self.biased[value..].as_ptr(),
+            lane_scales: self.lane_scales[lane..].as_ptr(),
+            q4_offsets: self.q4_offsets[lane..].as_ptr(),
+        }
+    }
+}
+
 /// A SIMD register-tile kernel.
 pub trait TileKernel: Sized {
     /// One output's running sum as the kernel holds it in a vector register.
     type Lanes: Copy + Default;
     /// The activations it multiplies.
     type Acts: ActRows + ?Sized;
+    /// Blocks it takes per step: chunks of k are whole steps, so an output's sequence of
+    /// operations does not depend on where a chunk ends.
+    const BLOCKS_PER_STEP: usize = 1;
 
     /// Sweeps the rows from `row` with the widest tile that fits `rows_left`; returns the rows done.
     fn sweep_widest(ctx: &Context<Self>, rows_left: usize, row: usize, out: OutColumns) -> usize;
@@ -129,7 +159,7 @@ impl<K: TileKernel> Context<'_, K> {
         let full = self.cols / NR * NR;
         let mut tiles = vec![[[K::Lanes::default(); NR]; MR]; full / NR];
         let mut edges = vec![[[K::Lanes::default(); 1]; MR]; self.cols - full];
-        let chunk = chunk_blocks(MR, K::Acts::BLOCK_BYTES, blocks);
+        let chunk = chunk_blocks(MR, K::Acts::BLOCK_BYTES, blocks).next_multiple_of(K::BLOCKS_PER_STEP);
         for start in (0..blocks).step_by(chunk) {
             let range = start..(start + chunk).min(blocks);
             self.pass(row, 0, range.clone(), &mut tiles);

@@ -65,7 +65,7 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m512; 2] {
 
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn horizontal_sum(lanes: &[f32; 16]) -> f32 {
+pub(super) unsafe fn horizontal_sum(lanes: &[f32; 16]) -> f32 {
     let v = _mm512_loadu_ps(lanes.as_ptr());
     let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
     x86::horizontal_sum(_mm256_add_ps(_mm512_castps512_ps256(v), high))
