@@ -8,6 +8,8 @@
 //! reference (see `model/reference.rs`).
 
 mod activations;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod amx;
 mod dense;
 mod formats;
 mod out_columns;
@@ -87,8 +89,10 @@ impl QuantMatrix {
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
         let q8 = matrices.first().is_some_and(|w| w.activations == Activations::Q8);
         let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k));
-        // The wide road multiplies f32: the rounded values, widened back.
-        let widened = if wide { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
+        // The wide road multiplies bytes in AMX tiles where the CPU has them, else f32: the
+        // rounded values, widened back.
+        let tiles = wide && q8 && amx();
+        let widened = if wide && !tiles { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         let (rounded, vnni_rows) = if wide || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
         let (x, input) = match (&widened, &vnni_rows, &rounded) {
             (Some(widened), _, _) => (widened.as_slice(), Input::F32(widened)),
@@ -115,10 +119,11 @@ impl QuantMatrix {
             let out = windows[i].columns(first, last);
             // SAFETY: every task got its own column range of its matrix's window.
             unsafe {
-                if wide {
-                    dense::run(w.format, weights, row_bytes, x, m, out);
-                } else {
-                    kernel().run_into(w.format, weights, row_bytes, input, m, out);
+                match (wide, &rounded) {
+                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+                    (true, Some(rounded)) if tiles => amx::run(w.format, weights, row_bytes, rounded, m, out),
+                    (true, _) => dense::run(w.format, weights, row_bytes, x, m, out),
+                    (false, _) => kernel().run_into(w.format, weights, row_bytes, input, m, out),
                 }
             }
         });
@@ -205,6 +210,15 @@ pub fn vnni() -> bool {
     static VNNI: OnceLock<bool> = OnceLock::new();
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     return *VNNI.get_or_init(|| kernel() == Kernel::Avx512 && x86_vnni::available());
+    #[allow(unreachable_code)]
+    false
+}
+
+/// Whether the wide road multiplies 8-bit activations in AMX tiles (`amx.rs`): on CPUs that
+/// have them, unless a lesser kernel was asked for (`KVENGINE_KERNEL`).
+pub fn amx() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    return kernel() == Kernel::Avx512 && amx::available();
     #[allow(unreachable_code)]
     false
 }
