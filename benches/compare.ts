@@ -6,7 +6,8 @@
 //   node --import=tsx benches/compare.ts [--quick] [--models=smollm2-q8_0,1b-q4_0]
 //        [--kvengine-threads=2] [--llama-threads=1,2]
 //   (or BENCH_QUICK=1, BENCH_MODELS=..., BENCH_KVENGINE_THREADS=..., BENCH_LLAMA_THREADS=...;
-//   BENCH_LARGE_FULL=1 gives the 1B models every sample count, not just 1 and 8)
+//   BENCH_LARGE_FULL=1 gives the 1B models every sample count, not just 1 and 8;
+//   BENCH_ACTIVATIONS=q8 loads kvengine with 8-bit activations, see ModelLoadOptions.activations)
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -31,6 +32,8 @@ const kvThreads = threadList(option('kvengine-threads', 'BENCH_KVENGINE_THREADS'
 const llamaThreads = threadList(option('llama-threads', 'BENCH_LLAMA_THREADS') ?? '1,2')
 const base = quick ? QUICK : FULL
 const fullLarge = process.env.BENCH_LARGE_FULL === '1'
+const activations = (option('activations', 'BENCH_ACTIVATIONS') ?? 'f32') as 'f32' | 'q8'
+if (activations !== 'f32' && activations !== 'q8') throw new Error(`BENCH_ACTIVATIONS must be f32 or q8, got ${String(activations)}`)
 const stamp = () => new Date().toISOString().slice(11, 19)
 /** The model the KV-cache and RSS studies run on (each takes many minutes). */
 const STUDY_MODEL = 'smollm2-q8_0'
@@ -45,7 +48,7 @@ async function benchModel(m: BenchModel, prompt: number[]): Promise<ModelResult>
     progress(`${m.label}: ${engine} at ${threads} thread(s)`)
     const started = performance.now()
     try {
-      result.runs.push(await runEngine(engine, `${m.id}-${engine}-${threads}t`, { model: m.path, threads, plan, prompt }))
+      result.runs.push(await runEngine(engine, `${m.id}-${engine}-${threads}t`, { model: m.path, threads, plan, prompt, activations }))
       progress(`${m.label}: ${engine} at ${threads} thread(s) done in ${((performance.now() - started) / 1000).toFixed(0)} s`)
     } catch (err) {
       result.errors.push((err as Error).message)
@@ -62,12 +65,12 @@ function save(results: object): void {
 mkdirSync(OUT_DIR, { recursive: true })
 const missing = models.filter((m) => !existsSync(m.path))
 if (missing.length) throw new Error(`missing model files (run scripts/bench-prep.ts): ${missing.map((m) => m.path).join(', ')}`)
-progress(`${quick ? 'QUICK smoke run (small counts: not the issue figures)' : 'full run'}: ${models.map((m) => m.id).join(', ')}; kvengine at ${kvThreads.join(',')} thread(s), llama.cpp at ${llamaThreads.join(',')}`)
+progress(`${quick ? 'QUICK smoke run (small counts: not the issue figures)' : 'full run'}: ${models.map((m) => m.id).join(', ')}; kvengine at ${kvThreads.join(',')} thread(s) with ${activations} activations, llama.cpp at ${llamaThreads.join(',')}`)
 progress('measuring memory read bandwidth')
 const bandwidth: Bandwidth | null = measureBandwidth([...new Set([1, ...kvThreads, ...llamaThreads])], quick ? 512 : 2048, quick ? 3 : 5)
 if (bandwidth) progress(`bandwidth: ${Object.entries(bandwidth.gbps).map(([t, g]) => `${t}t ${g.toFixed(2)} GB/s`).join(', ')}`)
 const prompt = await tokenizePrompt(models.find((m) => !m.large)?.path ?? models[0]!.path, promptTokensNeeded(base))
-const results = { startedAt: new Date().toISOString(), finishedAt: '', quick, machine: machineInfo(), bandwidth, kvThreads, llamaThreads, models: [] as ModelResult[] }
+const results = { startedAt: new Date().toISOString(), finishedAt: '', quick, machine: machineInfo(), bandwidth, activations, kvThreads, llamaThreads, models: [] as ModelResult[] }
 const mc = results.machine
 console.log(`# kvengine ${mc.kvengineCommit}${mc.workingTreeDirty ? ' (with uncommitted changes in crate/ or src/)' : ''} vs node-llama-cpp ${mc.nodeLlamaCpp}${quick ? ' — QUICK smoke run' : ''}`)
 console.log(`machine: ${mc.cpu}, ${mc.cores} cores, ${mc.memoryGiB} GiB, Linux ${mc.kernel}, Node ${mc.node}`)

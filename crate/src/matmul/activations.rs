@@ -34,11 +34,14 @@ impl Activations {
 /// microseconds, less than handing work to the pool.
 const MIN_BLOCKS_PER_JOB: usize = 2048;
 
+/// Rows are padded with zeros to a multiple of this, so AMX tiles (`amx.rs`) read whole tiles.
+pub const PAD_ROWS: usize = 32;
+
 /// Rows of activations rounded to 8-bit blocks.
 pub struct QuantizedRows {
-    /// Row-major, `k` per row.
+    /// Row-major, `k` per row, then zero rows up to a multiple of `PAD_ROWS`.
     pub values: Vec<i8>,
-    /// One per block of 32 values, row-major.
+    /// One per block of 32 values, row-major, padded as `values` (with zero scales).
     pub scales: Vec<f32>,
     pub k: usize,
 }
@@ -46,8 +49,9 @@ pub struct QuantizedRows {
 impl QuantizedRows {
     /// `x` holds whole rows of `k` values, `k` a multiple of 32.
     pub fn quantize(x: &[f32], k: usize) -> Self {
-        let mut values = vec![0i8; x.len()];
-        let mut scales = vec![0.0f32; x.len() / BLOCK];
+        let padded = (x.len() / k.max(1)).next_multiple_of(PAD_ROWS) * k;
+        let mut values = vec![0i8; padded];
+        let mut scales = vec![0.0f32; padded / BLOCK];
         x.par_chunks_exact(BLOCK)
             .zip(values.par_chunks_exact_mut(BLOCK))
             .zip(scales.par_iter_mut())
@@ -56,7 +60,8 @@ impl QuantizedRows {
         Self { values, scales, k }
     }
 
-    /// Every value times its block's scale: what the wide road multiplies, in f32.
+    /// Every value times its block's scale (padding rows included): what the wide road
+    /// multiplies, in f32.
     pub fn dequantize(&self) -> Vec<f32> {
         let mut out = vec![0.0f32; self.values.len()];
         out.par_chunks_exact_mut(BLOCK)

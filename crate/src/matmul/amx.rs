@@ -69,13 +69,11 @@ impl TileConfig {
     }
 }
 
-/// Per thread: the repacked weights, their scales, and the activations padded to whole tiles.
+/// Per thread: the repacked weights and their scales.
 #[derive(Default)]
 struct Scratch {
     weights: Vec<i8>,
     weight_scales: Vec<f32>,
-    acts: Vec<i8>,
-    act_scales: Vec<f32>,
 }
 
 /// `out` (`m × cols`) = `x` (`m × k`, 8-bit) · Wᵀ for the `cols` weight rows in `weights`.
@@ -86,28 +84,23 @@ pub unsafe fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &Qu
     let cols = weights.len() / row_bytes;
     let k = format.row_values(row_bytes);
     let blocks = k / BLOCK;
-    assert!(x.k == k && x.values.len() >= m * k && out.rows() >= m && out.cols() == cols, "AMX matmul operands out of range");
+    let m_pad = m.next_multiple_of(ROWS);
+    // Tiles read whole groups of 32 rows: the rows past m are the zeros `quantize` pads with.
+    assert!(x.k == k && x.values.len() >= m_pad * k && x.scales.len() >= m_pad * blocks && out.rows() >= m && out.cols() == cols, "AMX matmul operands out of range");
     thread_local! {
         static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     }
     SCRATCH.with_borrow_mut(|s| {
-        let (m_pad, cols_pad) = (m.next_multiple_of(ROWS), cols.next_multiple_of(COLS));
+        let cols_pad = cols.next_multiple_of(COLS);
         repack(format, weights, row_bytes, cols, cols_pad, s);
-        s.acts.clear();
-        s.acts.extend_from_slice(&x.values[..m * k]);
-        s.acts.resize(m_pad * k, 0);
-        s.act_scales.clear();
-        s.act_scales.extend_from_slice(&x.scales[..m * blocks]);
-        s.act_scales.resize(m_pad * blocks, 0.0);
         let cfg = TileConfig::new();
         asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack));
         for row in (0..m_pad).step_by(ROWS) {
             for col in (0..cols_pad).step_by(COLS) {
-                let sums = step(s, k, blocks, row, col);
-                for (r, values) in sums.iter().enumerate().take(m.saturating_sub(row).min(ROWS)) {
-                    for (c, &v) in values.iter().enumerate().take(cols.saturating_sub(col).min(COLS)) {
-                        out.set(row + r, col + c, v);
-                    }
+                let sums = step(s, x, blocks, row, col);
+                let width = (cols - col).min(COLS);
+                for (r, values) in sums.iter().enumerate().take((m - row).min(ROWS)) {
+                    out.set_run(row + r, col, &values[..width]);
                 }
             }
         }
@@ -115,23 +108,46 @@ pub unsafe fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &Qu
     });
 }
 
-/// Column c of block b of the panel goes to `weights[((c / 16 · blocks + b) · 8 + i / 4) · 64 +
-/// (c % 16) · 4 + i % 4]` for its value i: each 512-byte tile is one block of 16 columns. Padding
-/// columns are zero with a zero scale.
-fn repack(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, cols_pad: usize, s: &mut Scratch) {
-    let blocks = row_bytes / format.block_bytes();
+/// Block b of column c goes to the 512-byte tile `c / 16 · blocks + b`, whose row r holds
+/// values 4r..4r+4 of each of its 16 columns side by side: a transpose of 4-byte groups, one
+/// gather per tile row. Padding columns are zero with a zero scale.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn repack(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, cols_pad: usize, s: &mut Scratch) {
+    let (block_bytes, blocks) = (format.block_bytes(), row_bytes / format.block_bytes());
     s.weights.clear();
     s.weights.resize(cols_pad * blocks * BLOCK, 0);
     s.weight_scales.clear();
     s.weight_scales.resize(cols_pad * blocks, 0.0);
-    for c in 0..cols {
-        let row = &weights[c * row_bytes..(c + 1) * row_bytes];
-        for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
-            let (scale, values) = format.decode(block);
-            let tile = (c / TILE * blocks + b) * TILE * BLOCK;
-            s.weight_scales[(c / TILE * blocks + b) * TILE + c % TILE] = scale;
-            for (i, &v) in values.iter().enumerate() {
-                s.weights[tile + (i / 4) * 64 + (c % TILE) * 4 + i % 4] = v;
+    let lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for group in 0..cols.div_ceil(TILE) {
+        let present = (cols - group * TILE).min(TILE);
+        let mask: __mmask16 = ((1u32 << present) - 1) as __mmask16;
+        // Byte offset of each of the group's columns in `weights`.
+        let columns = _mm512_mullo_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32((group * TILE) as i32)), _mm512_set1_epi32(row_bytes as i32));
+        for b in 0..blocks {
+            let tile = group * blocks + b;
+            let at = _mm512_add_epi32(columns, _mm512_set1_epi32((b * block_bytes) as i32));
+            let gather = |offset: usize| {
+                let at = _mm512_add_epi32(at, _mm512_set1_epi32(offset as i32));
+                _mm512_mask_i32gather_epi32::<1>(_mm512_setzero_si512(), mask, at, weights.as_ptr() as *const i32)
+            };
+            // The scale is the low half of the block's first four bytes.
+            let halves = _mm512_cvtepi32_epi16(_mm512_and_si512(gather(0), _mm512_set1_epi32(0xffff)));
+            _mm512_storeu_ps(s.weight_scales.as_mut_ptr().add(tile * TILE), _mm512_cvtph_ps(halves));
+            let out = s.weights.as_mut_ptr().add(tile * TILE * BLOCK);
+            for r in 0..BLOCK / 4 {
+                let four = match format {
+                    WeightFormat::Q8_0 => gather(2 + 4 * r),
+                    // Bytes 4r'..4r'+4 hold values 4r'.. in their low nibbles and 16 + 4r'.. in
+                    // their high ones.
+                    WeightFormat::Q4_0 => {
+                        let packed = gather(2 + 4 * (r % 4));
+                        let nibbles = if r < 4 { packed } else { _mm512_srli_epi32::<4>(packed) };
+                        _mm512_sub_epi8(_mm512_and_si512(nibbles, _mm512_set1_epi8(0x0f)), _mm512_set1_epi8(8))
+                    }
+                };
+                // Padding columns: zero, not the −8 the Q4_0 offset leaves.
+                _mm512_storeu_si512(out.add(r * 64) as *mut __m512i, _mm512_maskz_mov_epi32(mask, four));
             }
         }
     }
@@ -140,12 +156,13 @@ fn repack(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, c
 /// The 32 × 32 outputs from `row`, `col`: per block, four tile products, then each sum times
 /// its two scales added to its accumulator.
 #[target_feature(enable = "avx512f")]
-unsafe fn step(s: &Scratch, k: usize, blocks: usize, row: usize, col: usize) -> [[f32; COLS]; ROWS] {
+unsafe fn step(s: &Scratch, x: &QuantizedRows, blocks: usize, row: usize, col: usize) -> [[f32; COLS]; ROWS] {
+    let k = x.k;
     let mut acc = [[_mm512_setzero_ps(); 2]; ROWS];
     let mut sums = [[[0i32; TILE]; TILE]; 4];
     let (g0, g1) = (col / TILE, col / TILE + 1);
     for b in 0..blocks {
-        let a0 = s.acts.as_ptr().add(row * k + b * BLOCK);
+        let a0 = x.values.as_ptr().add(row * k + b * BLOCK);
         let a1 = a0.add(TILE * k);
         let w0 = s.weights.as_ptr().add((g0 * blocks + b) * TILE * BLOCK);
         let w1 = s.weights.as_ptr().add((g1 * blocks + b) * TILE * BLOCK);
@@ -162,7 +179,7 @@ unsafe fn step(s: &Scratch, k: usize, blocks: usize, row: usize, col: usize) -> 
         );
         let weight_scales = [g0, g1].map(|g| _mm512_loadu_ps(s.weight_scales.as_ptr().add((g * blocks + b) * TILE)));
         for (r, acc) in acc.iter_mut().enumerate() {
-            let act_scale = _mm512_set1_ps(s.act_scales[(row + r) * blocks + b]);
+            let act_scale = _mm512_set1_ps(x.scales[(row + r) * blocks + b]);
             for (h, a) in acc.iter_mut().enumerate() {
                 let tile = &sums[(r / TILE) * 2 + h][r % TILE];
                 let dot = _mm512_cvtepi32_ps(_mm512_loadu_si512(tile.as_ptr() as *const __m512i));

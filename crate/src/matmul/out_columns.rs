@@ -69,4 +69,14 @@ impl OutColumns {
         assert!(row < self.rows && col < self.cols, "({row}, {col}) outside {} × {}", self.rows, self.cols);
         self.ptr.add(row * self.stride + col).write(value);
     }
+
+    /// Sets values `(row, col..col + values.len())`, one bounds check for the run.
+    ///
+    /// # Safety
+    /// As `set`.
+    #[inline]
+    pub unsafe fn set_run(&self, row: usize, col: usize, values: &[f32]) {
+        assert!(row < self.rows && col + values.len() <= self.cols, "({row}, {col}..+{}) outside {} × {}", values.len(), self.rows, self.cols);
+        std::ptr::copy_nonoverlapping(values.as_ptr(), self.ptr.add(row * self.stride + col), values.len());
+    }
 }
