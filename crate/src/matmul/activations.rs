@@ -34,12 +34,13 @@ impl Activations {
 /// microseconds, less than handing work to the pool.
 const MIN_BLOCKS_PER_JOB: usize = 2048;
 
-/// Rows are padded with zeros to a multiple of this, so AMX tiles (`amx.rs`) read whole tiles.
-pub const PAD_ROWS: usize = 32;
+/// AMX tiles (`amx.rs`) read rows in groups of this many, so their activations are padded
+/// with zero rows to a multiple of it.
+pub const AMX_ROW_GROUP: usize = 32;
 
 /// Rows of activations rounded to 8-bit blocks.
 pub struct QuantizedRows {
-    /// Row-major, `k` per row, then zero rows up to a multiple of `PAD_ROWS`.
+    /// Row-major, `k` per row, then zero rows up to a multiple of the `pad_rows` asked for.
     pub values: Vec<i8>,
     /// One per block of 32 values, row-major, padded as `values` (with zero scales).
     pub scales: Vec<f32>,
@@ -47,9 +48,11 @@ pub struct QuantizedRows {
 }
 
 impl QuantizedRows {
-    /// `x` holds whole rows of `k` values, `k` a multiple of 32.
-    pub fn quantize(x: &[f32], k: usize) -> Self {
-        let padded = (x.len() / k.max(1)).next_multiple_of(PAD_ROWS) * k;
+    /// `x` holds whole rows of `k` values, `k` a multiple of 32. Only the AMX road needs
+    /// `pad_rows` above 1: padding a decode step's one row to 32 zeroed and dequantized 31
+    /// rows nobody reads, in every matmul.
+    pub fn quantize(x: &[f32], k: usize, pad_rows: usize) -> Self {
+        let padded = (x.len() / k.max(1)).next_multiple_of(pad_rows.max(1)) * k;
         let mut values = vec![0i8; padded];
         let mut scales = vec![0.0f32; padded / BLOCK];
         x.par_chunks_exact(BLOCK)

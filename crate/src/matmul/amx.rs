@@ -10,13 +10,14 @@ use std::arch::x86_64::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-use super::activations::QuantizedRows;
+use super::activations::{QuantizedRows, AMX_ROW_GROUP};
 use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
 
 /// Output rows and columns per tile, and the tiles per step (2 × 2 accumulators).
 const TILE: usize = 16;
 const ROWS: usize = 2 * TILE;
+const _: () = assert!(ROWS == AMX_ROW_GROUP, "quantize pads AMX activations to whole groups of rows");
 const COLS: usize = 2 * TILE;
 
 /// Whether the CPU has AMX-INT8 and Linux lets this process use the tile registers.

@@ -28,6 +28,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use rayon::prelude::*;
 
 pub use activations::{Activations, QuantizedRows, VnniRows};
+use activations::AMX_ROW_GROUP;
 pub use formats::{WeightFormat, BLOCK};
 use out_columns::OutColumns;
 
@@ -88,10 +89,10 @@ impl QuantMatrix {
 
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
         let q8 = matrices.first().is_some_and(|w| w.activations == Activations::Q8);
-        let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k));
         // The wide road multiplies bytes in AMX tiles where the CPU has them, else f32: the
         // rounded values, widened back.
         let tiles = wide && q8 && amx();
+        let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k, if tiles { AMX_ROW_GROUP } else { 1 }));
         let widened = if wide && !tiles { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         let (rounded, vnni_rows) = if wide || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
         let (x, input) = match (&widened, &vnni_rows, &rounded) {

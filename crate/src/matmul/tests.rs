@@ -90,7 +90,7 @@ fn run_kernel(kernel: Kernel, matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<
     let data = matrix.tensor.data().expect("data");
     let row_bytes = matrix.format.row_bytes(matrix.k);
     let mut out = vec![0.0; m * matrix.n];
-    let rounded = VnniRows::new(QuantizedRows::quantize(x, matrix.k));
+    let rounded = VnniRows::new(QuantizedRows::quantize(x, matrix.k, 1));
     let input = if matrix.activations == Activations::Q8 { Input::Vnni(&rounded) } else { Input::F32(x) };
     kernel.run(matrix.format, &data, row_bytes, input, m, &mut out);
     out
