@@ -81,20 +81,51 @@ pub unsafe fn horizontal_sum(v: __m256) -> f32 {
 }
 
 /// How many tiles ahead of the current one the weights are prefetched.
-pub const PREFETCH_TILES: usize = 2;
+const PREFETCH_TILES: usize = 2;
+
+/// The weight rows `PREFETCH_TILES` tiles past a tile's own, pulled in while it computes, which
+/// keeps batch-1 decode at memory speed instead of stalling on every row's first lines.
+pub struct RowsAhead<const NR: usize>([*const u8; NR]);
+
+impl<const NR: usize> RowsAhead<NR> {
+    #[inline(always)]
+    pub fn of<const MR: usize, A>(tile: &Tile<MR, NR, A>) -> Self {
+        Self(std::array::from_fn(|i| tile.weights[i].wrapping_add(tile.row_stride * NR * PREFETCH_TILES)))
+    }
+
+    /// Prefetches every row `offset` bytes in (a hint: it never faults, wherever it points).
+    #[inline(always)]
+    pub fn prefetch(&self, offset: usize) {
+        for row in self.0 {
+            // SAFETY: a prefetch reads nothing architecturally and cannot fault.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(offset) as *const i8) };
+        }
+    }
+}
+
+/// A tile's running sums moved into registers; `store_sums` moves them back.
+#[inline(always)]
+pub unsafe fn load_sums<const MR: usize, const NR: usize>(sums: &[[[f32; 8]; NR]; MR]) -> [[__m256; NR]; MR] {
+    std::array::from_fn(|j| std::array::from_fn(|i| _mm256_loadu_ps(sums[j][i].as_ptr())))
+}
+
+#[inline(always)]
+pub unsafe fn store_sums<const MR: usize, const NR: usize>(acc: &[[__m256; NR]; MR], sums: &mut [[[f32; 8]; NR]; MR]) {
+    for (acc, sums) in acc.iter().zip(sums.iter_mut()) {
+        for (acc, sums) in acc.iter().zip(sums.iter_mut()) {
+            _mm256_storeu_ps(sums.as_mut_ptr(), *acc);
+        }
+    }
+}
 
 /// Adds activation row j · weight row i over `blocks` blocks to `sums[j][i]`.
 #[inline(always)]
 unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, *const f32>, blocks: usize, sums: &mut [[[f32; 8]; NR]; MR]) {
     let stride = format.block_bytes();
-    let mut acc: [[__m256; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm256_loadu_ps(sums[j][i].as_ptr())));
-    // The rows of the tiles after this one are pulled in while this tile computes, which keeps
-    // batch-1 decode at memory speed instead of stalling on every row's first lines.
-    let ahead: [*const u8; NR] = std::array::from_fn(|i| tile.weights[i].wrapping_add(tile.row_stride * NR * PREFETCH_TILES));
+    let mut acc = load_sums(sums);
+    let ahead = RowsAhead::of(tile);
     for b in 0..blocks {
-        for row in ahead {
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(b * stride) as *const i8);
-        }
+        ahead.prefetch(b * stride);
         for i in 0..NR {
             let block = tile.weights[i].add(b * stride);
             let w = widen(format, block);
@@ -111,9 +142,5 @@ unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile
             }
         }
     }
-    for j in 0..MR {
-        for i in 0..NR {
-            _mm256_storeu_ps(sums[j][i].as_mut_ptr(), acc[j][i]);
-        }
-    }
+    store_sums(&acc, sums);
 }

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
 use super::tiled::{Context, Tile, TileKernel};
-use super::x86::{self, block_scale, PREFETCH_TILES};
+use super::x86::{self, block_scale, RowsAhead};
 
 pub struct Avx512;
 
@@ -78,12 +78,9 @@ unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: 
     let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
     let stride = format.block_bytes();
     let mut acc: [[__m512; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm512_loadu_ps(sums[j][i].as_ptr())));
-    // The rows of the tiles after this one are prefetched (see the AVX2 tile).
-    let ahead: [*const u8; NR] = std::array::from_fn(|i| tile.weights[i].wrapping_add(tile.row_stride * NR * PREFETCH_TILES));
+    let ahead = RowsAhead::of(tile);
     for b in 0..blocks {
-        for row in ahead {
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(b * stride) as *const i8);
-        }
+        ahead.prefetch(b * stride);
         let w: [[__m512; 2]; NR] = std::array::from_fn(|i| widen(format, tile.weights[i].add(b * stride)));
         // Row by row, so only one row's activations are live beside the accumulators: loading
         // all of them first spilled accumulators to the stack at 8 rows.

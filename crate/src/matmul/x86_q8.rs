@@ -11,7 +11,7 @@ use super::activations::QuantizedRows;
 use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
 use super::tiled::{Context, Q8At, Tile, TileKernel};
-use super::x86::{block_scale, horizontal_sum, PREFETCH_TILES};
+use super::x86::{block_scale, horizontal_sum, load_sums, store_sums, RowsAhead};
 
 pub struct Avx2Q8;
 
@@ -73,13 +73,10 @@ unsafe fn block_dot(abs_w: __m256i, w: __m256i, a: __m256i) -> __m256 {
 unsafe fn tile_q8<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR, Q8At>, blocks: usize, sums: &mut [[[f32; 8]; NR]; MR]) {
     let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
     let stride = format.block_bytes();
-    let mut acc: [[__m256; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm256_loadu_ps(sums[j][i].as_ptr())));
-    // The rows of the tiles after this one are prefetched (see the f32 tile).
-    let ahead: [*const u8; NR] = std::array::from_fn(|i| tile.weights[i].wrapping_add(tile.row_stride * NR * PREFETCH_TILES));
+    let mut acc = load_sums(sums);
+    let ahead = RowsAhead::of(tile);
     for b in 0..blocks {
-        for row in ahead {
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(b * stride) as *const i8);
-        }
+        ahead.prefetch(b * stride);
         for i in 0..NR {
             let block = tile.weights[i].add(b * stride);
             let w = weight_bytes(format, block);
@@ -93,9 +90,5 @@ unsafe fn tile_q8<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Til
             }
         }
     }
-    for j in 0..MR {
-        for i in 0..NR {
-            _mm256_storeu_ps(sums[j][i].as_mut_ptr(), acc[j][i]);
-        }
-    }
+    store_sums(&acc, sums);
 }

@@ -17,7 +17,7 @@ use super::activations::VnniRows;
 use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
 use super::tiled::{Context, Tile, TileKernel, VnniAt};
-use super::x86::PREFETCH_TILES;
+use super::x86::RowsAhead;
 use super::x86_avx512::horizontal_sum;
 
 pub struct Vnni512;
@@ -103,14 +103,12 @@ unsafe fn tile_vnni<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &T
     let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
     let stride = format.block_bytes();
     let mut acc: [[__m512; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm512_loadu_ps(sums[j][i].as_ptr())));
-    let ahead: [*const u8; NR] = std::array::from_fn(|i| tile.weights[i].wrapping_add(tile.row_stride * NR * PREFETCH_TILES));
+    let ahead = RowsAhead::of(tile);
     let mut b = 0;
     while b < blocks {
         let pair = b + 1 < blocks;
-        for row in ahead {
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(b * stride) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add((b + 1) * stride) as *const i8);
-        }
+        ahead.prefetch(b * stride);
+        ahead.prefetch((b + 1) * stride);
         let w: [WeightPair; NR] = std::array::from_fn(|i| weight_pair::<FORMAT>(tile.weights[i], b, pair));
         let upper: __mmask64 = if pair { !0 } else { 0xffff_ffff };
         for j in 0..MR {
