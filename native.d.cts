@@ -56,7 +56,7 @@ export declare class NativeModel {
    * skip the row). Resolves to logits for the last new token of each row, or for every new
    * token when `allLogits` is set.
    */
-  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel?: NativeCancelToken | undefined | null, logitsInto?: Float32Array | undefined | null): Promise<NativeForwardResult>
+  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel?: NativeCancelToken | undefined | null, logitsInto?: Float32Array | undefined | null, candidates?: number | undefined | null): Promise<NativeForwardResult>
   stats(): NativeModelStats
   /** Drops the weights now; a forward pass already running keeps them until it finishes. */
   dispose(): void
@@ -100,6 +100,13 @@ export interface NativeForwardResult {
   logits: Float32Array
   /** The cache row each logits row belongs to. */
   rows: Uint32Array
+  /**
+   * When asked for: each logits row's highest `candidates` token ids, highest first (ties by
+   * lower id), `(rows.length, candidates)` row-major; fewer per row if the vocabulary is smaller.
+   */
+  candidateIds?: Uint32Array
+  /** Their logits, in the same order. */
+  candidateLogits?: Float32Array
 }
 
 export interface NativeMessagePart {

@@ -22,6 +22,27 @@ test.serial('numSamples: 8 prefills the prompt exactly once, then decodes all ro
   t.is(after.tokensProcessed - before.tokensProcessed, prompt.length + fed, 'the prompt went through the model once, not 8 times')
 })
 
+test.serial('forward picks each row\'s highest logits as candidates, as a full sort of its logits orders them', async (t) => {
+  const cache = model.createCache(2, 64)
+  const prompts = [encode(chatml('Name a colour.')), encode('The capital of France is')]
+  const { logits, rows, candidates } = await model.forward(cache, prompts, { candidates: 50 })
+  cache.dispose()
+  const vocab = model.info.vocabSize
+  t.truthy(candidates)
+  if (!candidates) return
+  t.is(candidates.perRow, 50)
+  for (let i = 0; i < rows.length; i++) {
+    const row = logits.subarray(i * vocab, (i + 1) * vocab)
+    const want = Array.from({ length: vocab }, (_, id) => id).sort((a, b) => row[b] - row[a] || a - b).slice(0, 50)
+    t.deepEqual(Array.from(candidates.ids.subarray(i * 50, (i + 1) * 50)), want, `row ${i}`)
+    t.deepEqual(Array.from(candidates.logits.subarray(i * 50, (i + 1) * 50)), want.map((id) => row[id]))
+  }
+  const small = model.createCache(1, 8)
+  const plain = await model.forward(small, [encode('Hi')])
+  small.dispose()
+  t.is(plain.candidates, undefined, 'none unless asked for')
+})
+
 test.serial('rows of different prompt lengths generated together equal each generated alone (greedy)', async (t) => {
   const prompts = [
     encode(chatml('Hi')),

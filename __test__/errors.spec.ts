@@ -139,6 +139,15 @@ test.serial('an abort during a long prefill cancels it between layers and leaves
   cache.dispose()
 })
 
+test.serial('a candidates count that is not an integer in 1..4096 is refused before the pass runs', async (t) => {
+  const cache = model.createCache(1, 64)
+  for (const bad of [0, -1, 2.5, 4097, Number.NaN]) {
+    await rejects(t, model.forward(cache, [prompt], { candidates: bad }), 'INVALID_ARGUMENT', /candidates must be an integer in 1\.\.4096/)
+  }
+  t.deepEqual(Array.from(cache.seqlens), [0], 'nothing ran')
+  cache.dispose()
+})
+
 test.serial('a logitsInto array too small, or not a Float32Array, is refused before the pass runs', async (t) => {
   const vocab = model.info.vocabSize
   const cache = model.createCache(2, 64)

@@ -1,5 +1,6 @@
 import test, { type ExecutionContext } from 'ava'
 
+import { Candidates } from '../src/Candidates.js'
 import { KvEngineError } from '../src/KvEngineError.js'
 import { Rng } from '../src/Rng.js'
 import { Sampler } from '../src/Sampler.js'
@@ -199,6 +200,48 @@ test('a row of a batch is read in place and gives what a copy of it gives', (t) 
   for (let i = 0; i < 50; i++) t.is(a.sample(batch, 2 * vocab), b.sample(row), 'vocabSize defaults to the rest of the array')
   t.throws(() => sampler({}).sample(batch, 2 * vocab, vocab + 1), { instanceOf: KvEngineError })
   t.throws(() => sampler({}).sample(batch, 3 * vocab), { instanceOf: KvEngineError })
+})
+
+/** Each row's `perRow` highest logits by a full sort (highest first, ties by lower id), as the engine picks them. */
+function sortedCandidates(batch: Float32Array, vocab: number, perRow: number): Candidates {
+  const rows = batch.length / vocab
+  const ids = new Uint32Array(rows * perRow)
+  const logits = new Float32Array(rows * perRow)
+  for (let r = 0; r < rows; r++) {
+    const order = Array.from({ length: vocab }, (_, i) => i).sort((a, b) => batch[r * vocab + b] - batch[r * vocab + a] || a - b)
+    order.slice(0, perRow).forEach((id, j) => ((ids[r * perRow + j] = id), (logits[r * perRow + j] = batch[r * vocab + id])))
+  }
+  return new Candidates(ids, logits, perRow)
+}
+
+test('greedy and top-k draw the same tokens from picked candidates as from their own scan of the logits', (t) => {
+  const vocab = 20_000
+  const batch = randomLogits(3 * vocab, 41)
+  const picked = sortedCandidates(batch, vocab, 64)
+  for (const o of [{ temperature: 0 }, { topK: 1 }, { temperature: 0.7, topK: 50 }, { temperature: 1.2, topK: 64, topP: 0.9, minP: 0.02 }]) {
+    const scanning = sampler(o, 12)
+    const reading = sampler(o, 12)
+    t.is(reading.candidatesWanted(vocab), o.temperature === 0 ? 1 : o.topK)
+    for (let i = 0; i < 300; i++) {
+      const row = i % 3
+      t.is(reading.sample(batch, row * vocab, vocab, picked, row), scanning.sample(batch, row * vocab, vocab), JSON.stringify(o))
+    }
+  }
+})
+
+test('a sampler that needs more than the candidates picked scans the logits instead', (t) => {
+  const vocab = 5000
+  const batch = randomLogits(vocab, 43)
+  const few = sortedCandidates(batch, vocab, 8)
+  for (const o of [{ temperature: 0.9, topK: 20 }, { temperature: 0.9 }, { topP: 0.8 }]) {
+    const scanning = sampler(o, 3)
+    const given = sampler(o, 3)
+    for (let i = 0; i < 200; i++) t.is(given.sample(batch, 0, vocab, few, 0), scanning.sample(batch, 0, vocab), JSON.stringify(o))
+  }
+  t.is(sampler({ topK: 5000 }).candidatesWanted(vocab), 0, 'top-k as wide as the vocabulary is off')
+  t.is(sampler({ topK: Candidates.MAX + 1 }).candidatesWanted(1e6), 0, 'more than a pass picks')
+  t.is(sampler({ minP: 0.1 }).candidatesWanted(vocab), 0)
+  t.throws(() => sampler({ topK: 4 }).sample(batch, 0, vocab, few, 1), { instanceOf: KvEngineError, message: /candidate row 1 is not among the 1 rows picked/ })
 })
 
 test('defaults are filled in and the edges of each range are accepted', (t) => {

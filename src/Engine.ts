@@ -66,20 +66,23 @@ export class Engine {
     )
     const vocab = this.model.info.vocabSize
     // Every step's logits land in this one array: nothing per step for the garbage collector.
-    const forwardOptions = { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
+    // Greedy and top-k rows sample from each row's few highest logits, picked natively.
+    const wanted = rows[0].sampler.candidatesWanted(vocab)
+    const forwardOptions = { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab), ...(wanted > 0 && { candidates: wanted }) }
     try {
       // 2) Prefill: each prompt once, into the first row of its samples.
       const prefill = rows.map((_, r) => (r % plan.numSamples === 0 ? plan.prompts[r / plan.numSamples] : []))
-      let { logits, rows: logitRows } = await this.model.forward(cache, prefill, forwardOptions)
+      let { logits, rows: logitRows, candidates } = await this.model.forward(cache, prefill, forwardOptions)
       // 3) Replicate each prefilled row into its samples; they share the prompt's logits.
       for (let r = 0; r < rowCount; r++) {
         if (r % plan.numSamples !== 0) cache.copyRow(r - (r % plan.numSamples), r)
       }
-      // Where each row's logits start; sample rows read their prompt's row after the prefill.
-      const offsets = new Int32Array(rowCount)
-      const locate = (forRows: Uint32Array) => forRows.forEach((row, i) => (offsets[row] = i * vocab))
+      // Which logits row (and candidates row) is each cache row's; sample rows read their
+      // prompt's after the prefill.
+      const logitRow = new Int32Array(rowCount)
+      const locate = (forRows: Uint32Array) => forRows.forEach((row, i) => (logitRow[row] = i))
       locate(logitRows)
-      for (let r = 0; r < rowCount; r++) offsets[r] = offsets[r - (r % plan.numSamples)]
+      for (let r = 0; r < rowCount; r++) logitRow[r] = logitRow[r - (r % plan.numSamples)]
       // Each step feeds every live row one token, so a row's length is derivable, not fetched.
       const prefilled = Int32Array.from(cache.seqlens)
       // 4) Decode: take every live row's forced token or sample, record, yield, feed them back.
@@ -93,7 +96,7 @@ export class Engine {
           }
           // A forced token overrides the row's sample, so the sample is not even drawn.
           const forced = state.takeForced()
-          const token = forced >= 0 ? forced : state.sampler.sample(logits, offsets[r], vocab)
+          const token = forced >= 0 ? forced : state.sampler.sample(logits, logitRow[r] * vocab, vocab, candidates, logitRow[r])
           const mask = forced >= 0 ? 0 : 1
           let text = state.accept(token, mask, plan.stopTokens.has(token))
           if (!state.completed && (state.tokens.length >= plan.maxTokens || prefilled[r] + state.tokens.length >= this.model.info.contextLength)) {
@@ -105,7 +108,7 @@ export class Engine {
         yield { step, states: rows }
         if (rows.every((s) => s.completed)) return
         const next = rows.map((s, r) => (s.completed ? [] : [step.tokenColumn[r]]))
-        ;({ logits, rows: logitRows } = await this.model.forward(cache, next, forwardOptions))
+        ;({ logits, rows: logitRows, candidates } = await this.model.forward(cache, next, forwardOptions))
         locate(logitRows)
       }
     } catch (err) {

@@ -1,5 +1,6 @@
 import { stat } from 'node:fs/promises'
 
+import { Candidates } from './Candidates.js'
 import type { ChatMessage } from './ChatMessage.js'
 import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
@@ -40,6 +41,11 @@ export interface ForwardOptions {
    * allocates nothing per step; the view is only valid until the array's next use.
    */
   logitsInto?: Float32Array
+  /**
+   * Also pick each logits row's highest `candidates` tokens in native code (`result.candidates`):
+   * a top-k or greedy sampler then reads those instead of scanning the whole vocabulary.
+   */
+  candidates?: number
 }
 
 export interface ForwardResult {
@@ -47,6 +53,8 @@ export interface ForwardResult {
   logits: Float32Array
   /** The cache row each logits row belongs to. */
   rows: Uint32Array
+  /** When `candidates` was asked for. */
+  candidates?: Candidates
 }
 
 /** A loaded model: weights, tokenizer and chat template. Free it with `dispose()`. */
@@ -140,14 +148,21 @@ export class Model {
     if (options.logitsInto !== undefined && !(options.logitsInto instanceof Float32Array)) {
       throw new KvEngineError('INVALID_ARGUMENT', 'logitsInto must be a Float32Array of rows × vocabSize values')
     }
+    const { candidates } = options
+    if (candidates !== undefined && (!Number.isInteger(candidates) || candidates < 1 || candidates > Candidates.MAX)) {
+      throw new KvEngineError('INVALID_ARGUMENT', `candidates must be an integer in 1..${Candidates.MAX}, got ${String(candidates)}`)
+    }
     const token = options.signal ? new native.NativeCancelToken() : undefined
     const onAbort = () => token?.cancel()
     if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'the signal was already aborted')
     options.signal?.addEventListener('abort', onAbort, { once: true })
     try {
       const into = options.logitsInto
-      const result = await awaitNative(() => this.#native.forward(cache.native, rows, options.allLogits ?? false, token, into))
-      return into ? { logits: into.subarray(0, result.rows.length * this.info.vocabSize), rows: result.rows } : result
+      const result = await awaitNative(() => this.#native.forward(cache.native, rows, options.allLogits ?? false, token, into, candidates))
+      const logits = into ? into.subarray(0, result.rows.length * this.info.vocabSize) : result.logits
+      const { candidateIds: ids, candidateLogits } = result
+      const picked = ids && candidateLogits ? new Candidates(ids, candidateLogits, Math.min(candidates ?? 0, this.info.vocabSize)) : undefined
+      return { logits, rows: result.rows, ...(picked && { candidates: picked }) }
     } finally {
       options.signal?.removeEventListener('abort', onAbort)
     }

@@ -1,3 +1,4 @@
+import { Candidates } from './Candidates.js'
 import { KvEngineError } from './KvEngineError.js'
 import type { Rng } from './Rng.js'
 import type { SamplingOptions } from './SamplingOptions.js'
@@ -43,21 +44,47 @@ export class Sampler {
   }
 
   /**
-   * The token id (0-based within the row) chosen from `logits[offset, offset + vocabSize)`.
-   * A batch's logits can be passed whole with each row's offset: nothing is copied.
+   * How many of each row's highest tokens this sampler can work from alone over a vocabulary of
+   * `vocabSize` (1 when greedy, k for top-k); 0 when it must see every logit. A forward pass
+   * asked for that many `candidates` saves `sample` its scan of the vocabulary.
    */
-  sample(logits: Float32Array, offset = 0, vocabSize = logits.length - offset): number {
+  candidatesWanted(vocabSize: number): number {
+    if (this.#invTemperature === Infinity) return 1
+    return this.#topK > 0 && this.#topK < vocabSize && this.#topK <= Candidates.MAX ? this.#topK : 0
+  }
+
+  /**
+   * The token id (0-based within the row) chosen from `logits[offset, offset + vocabSize)`.
+   * A batch's logits can be passed whole with each row's offset: nothing is copied. With
+   * `candidates` (from the same pass; this row's are row `candidateRow`) a greedy or top-k
+   * sampler reads those instead of the logits, and draws the same token (where logits tie, the
+   * order among the tied ones may differ from the scan's, and with it which one a draw lands on).
+   */
+  sample(logits: Float32Array, offset = 0, vocabSize = logits.length - offset, candidates?: Candidates, candidateRow = 0): number {
     const end = offset + vocabSize
     if (!Number.isInteger(offset) || !Number.isInteger(vocabSize) || offset < 0 || vocabSize < 1 || end > logits.length) {
       const message = `row [${offset}, ${end}) must be non-empty and lie within the ${logits.length} logits`
       throw new KvEngineError('INVALID_ARGUMENT', message)
     }
+    const first = candidates ? this.#firstCandidate(candidates, candidateRow, vocabSize) : -1
     // Also catches temperatures so small that 1/t overflows: greedy is their limit, and the
     // scaled path would compute 0 * Infinity.
-    if (this.#invTemperature === Infinity) return argmax(logits, offset, vocabSize)
+    if (this.#invTemperature === Infinity) return first >= 0 ? (candidates as Candidates).ids[first] : argmax(logits, offset, vocabSize)
+    if (first >= 0) return this.#sampleTopKOf(candidates as Candidates, first)
     if (this.#topK > 0 && this.#topK < vocabSize) return this.#sampleTopK(logits, offset, vocabSize)
     if (this.#topP < 1) return this.#sampleNucleus(logits, offset, vocabSize)
     return this.#sampleDense(logits, offset, vocabSize)
+  }
+
+  /** Where row `row`'s candidates start, or -1 when they are too few for this sampler. */
+  #firstCandidate(candidates: Candidates, row: number, vocabSize: number): number {
+    const wanted = this.candidatesWanted(vocabSize)
+    if (wanted === 0 || wanted > candidates.perRow) return -1
+    const first = row * candidates.perRow
+    if (!Number.isInteger(row) || row < 0 || first + candidates.perRow > candidates.ids.length) {
+      throw new KvEngineError('INVALID_ARGUMENT', `candidate row ${row} is not among the ${candidates.ids.length / candidates.perRow} rows picked`)
+    }
+    return first
   }
 
   /**
@@ -90,8 +117,24 @@ export class Sampler {
 
   /** Top-k first, then top-p measured against the top-k mass (the top-k-renormalised distribution). */
   #sampleTopK(logits: Float32Array, offset: number, vocab: number): number {
+    topCandidates(logits, offset, vocab, this.#topK)
+    return this.#drawTopK()
+  }
+
+  /** `#sampleTopK` over candidates picked natively: the same top k, in the same order. */
+  #sampleTopKOf(candidates: Candidates, first: number): number {
     const count = this.#topK
-    topCandidates(logits, offset, vocab, count)
+    reserve(count)
+    for (let j = 0; j < count; j++) {
+      ids[j] = candidates.ids[first + j]
+      weights[j] = candidates.logits[first + j]
+    }
+    return this.#drawTopK()
+  }
+
+  /** The rest of top-k, once `weights[0, k)` hold the k highest logits in descending order. */
+  #drawTopK(): number {
+    const count = this.#topK
     const norm = toWeights(count, this.#invTemperature)
     const kept = this.#cutoff(count, norm)
     return this.#drawCandidate(kept < 0 ? count : kept)
@@ -253,7 +296,7 @@ function toWeights(count: number, invT: number): number {
 
 /** Every how many tokens `topCandidates` samples a logit to guess its threshold. */
 const STRIDE = 8
-let candidates = new Int32Array(0)
+let aboveThreshold = new Int32Array(0)
 
 /**
  * Puts the row's n highest logits into `weights[0, n)` sorted descending, their token ids into
@@ -275,12 +318,12 @@ function topCandidates(logits: Float32Array, offset: number, vocab: number, n: n
     if (v > weights[0]) siftDown(0, rank, v, j)
   }
   const threshold = weights[0]
-  if (candidates.length < vocab) candidates = new Int32Array(vocab)
+  if (aboveThreshold.length < vocab) aboveThreshold = new Int32Array(vocab)
   let count = 0
   for (let i = 0; i < vocab; i++) {
-    if (logits[offset + i] >= threshold) candidates[count++] = i
+    if (logits[offset + i] >= threshold) aboveThreshold[count++] = i
   }
-  heapTop(logits, offset, vocab, n, count >= n ? candidates : null, count)
+  heapTop(logits, offset, vocab, n, count >= n ? aboveThreshold : null, count)
 }
 
 /**

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use crate::candidates::{self, Candidates};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
@@ -67,6 +68,15 @@ impl LanguageModel {
         // Time inside the engine, so a benchmark can tell it from the binding's and the caller's.
         self.stats().forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         out
+    }
+
+    /// Each row's `n` highest logits from a pass's output (see `candidates.rs`), picked on the
+    /// pool. Their time counts as the engine's (`forward_nanos`), like the pass they finish.
+    pub fn top_candidates(&self, out: &ForwardOutput, n: usize) -> Candidates {
+        let started = Instant::now();
+        let picked = on_pool(|| candidates::top_per_row(&out.logits, out.vocab_size, n));
+        self.stats().forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        picked
     }
 
     /// The cache-free reference path, `(len, vocab)` logits.

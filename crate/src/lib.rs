@@ -12,6 +12,7 @@ pub use mimalloc::MiMalloc as Allocator;
 
 pub mod any_model;
 pub mod attention;
+pub mod candidates;
 pub mod chat_template;
 pub mod config;
 pub mod convert;

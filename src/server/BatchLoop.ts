@@ -1,5 +1,5 @@
 import { calculator } from '../calculator/calculator.js'
-import type { Model } from '../Model.js'
+import type { ForwardResult, Model } from '../Model.js'
 import { nanochatDefaults } from '../nanochatDefaults.js'
 import { Rng } from '../Rng.js'
 import { RowState } from '../RowState.js'
@@ -110,12 +110,15 @@ export class BatchLoop {
     const inputs: number[][] = Array.from({ length: cache.batchSize }, () => NOTHING)
     for (const a of this.#active) a.states.forEach((s, i) => s.completed || (inputs[a.rows[i]] = a.feed[i]))
     // On error the cache is left as it was, so the token lists (recorded only after) still match it.
-    const result = await this.#model.forward(cache, inputs, { logitsInto: this.#logits })
+    const vocab = this.#model.info.vocabSize
+    // Enough native-picked candidates for every greedy or top-k job; the others scan the logits.
+    const wanted = Math.max(0, ...this.#active.map((a) => a.states[0].sampler.candidatesWanted(vocab)))
+    const result = await this.#model.forward(cache, inputs, { logitsInto: this.#logits, ...(wanted > 0 && { candidates: wanted }) })
     this.#metrics.decodeSteps++
     inputs.forEach((tokens, row) => tokens.length > 0 && this.#scheduler.record(row, tokens))
-    const vocab = this.#model.info.vocabSize
-    const offsets = new Int32Array(cache.batchSize).fill(-1)
-    result.rows.forEach((row, i) => (offsets[row] = i * vocab))
+    // Which logits row (and candidates row) each cache row's is.
+    const logitRow = new Int32Array(cache.batchSize).fill(-1)
+    result.rows.forEach((row, i) => (logitRow[row] = i))
     const now = performance.now()
     for (const a of this.#active.slice()) {
       if (a.job.cancelled) {
@@ -125,12 +128,12 @@ export class BatchLoop {
       if (!a.replicated) {
         for (const row of a.rows.slice(1)) {
           this.#scheduler.replicate(a.rows[0], row)
-          offsets[row] = offsets[a.rows[0]]
+          logitRow[row] = logitRow[a.rows[0]]
         }
         a.replicated = true
       }
       try {
-        this.#sample(a, result.logits, offsets, now)
+        this.#sample(a, result, logitRow, now)
       } catch (err) {
         this.#end(a, err) // a tool that threw: this job ends, the batch goes on
       }
@@ -141,13 +144,14 @@ export class BatchLoop {
    * One token for each unfinished choice of `a`: a tool answer's forced token if one is queued
    * (streamed as text like any other), else a sample. Ends the job when its last choice finishes.
    */
-  #sample(a: Active, logits: Float32Array, offsets: Int32Array, now: number): void {
+  #sample(a: Active, { logits, candidates }: ForwardResult, logitRow: Int32Array, now: number): void {
     const { job } = a
     const vocab = this.#model.info.vocabSize
     for (const [i, state] of a.states.entries()) {
       if (state.completed) continue
       const forced = state.takeForced()
-      const token = forced >= 0 ? forced : state.sampler.sample(logits, offsets[a.rows[i]], vocab)
+      const row = logitRow[a.rows[i]]
+      const token = forced >= 0 ? forced : state.sampler.sample(logits, row * vocab, vocab, candidates, row)
       const before = state.tokens.length
       let text = state.accept(token, forced >= 0 ? 0 : 1, this.#stopTokens.has(token))
       if (!state.completed && state.tokens.length >= job.maxTokens) text += state.finish('length')

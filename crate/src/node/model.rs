@@ -10,6 +10,7 @@ use napi_derive::napi;
 use super::cancel_token::NativeCancelToken;
 use super::kv_cache::NativeKvCache;
 use super::{disposed, guarded};
+use crate::candidates::Candidates;
 use crate::chat_template::ChatMessage;
 use crate::error::{Error, ErrorKind};
 use crate::kv_cache::KvCache;
@@ -80,6 +81,11 @@ pub struct NativeForwardResult {
     pub logits: Float32Array,
     /// The cache row each logits row belongs to.
     pub rows: Uint32Array,
+    /// When asked for: each logits row's highest `candidates` token ids, highest first (ties by
+    /// lower id), `(rows.length, candidates)` row-major; fewer per row if the vocabulary is smaller.
+    pub candidate_ids: Option<Uint32Array>,
+    /// Their logits, in the same order.
+    pub candidate_logits: Option<Float32Array>,
 }
 
 #[napi(object)]
@@ -154,6 +160,8 @@ pub struct ForwardTask {
     cancel: Option<Arc<AtomicBool>>,
     /// A buffer the caller reuses across steps: no fresh array per step for V8 to collect.
     into: Option<Float32Array>,
+    /// How many top candidates per row to pick (0: none).
+    candidates: usize,
 }
 
 impl ForwardTask {
@@ -176,7 +184,7 @@ impl ForwardTask {
 }
 
 impl Task for ForwardTask {
-    type Output = (ForwardOutput, Option<Float32Array>);
+    type Output = (ForwardOutput, Option<Float32Array>, Option<Candidates>);
     type JsValue = NativeForwardResult;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
@@ -187,18 +195,26 @@ impl Task for ForwardTask {
         }
         self.check_into().map_err(super::to_napi)?;
         let out = guarded(|| self.model.model.forward(&self.tokens, cache, self.which, self.cancel.as_deref()))?;
+        let candidates = match self.candidates {
+            0 => None,
+            n => Some(guarded(|| Ok(self.model.model.top_candidates(&out, n)))?),
+        };
         let mut into = self.into.take();
         if let Some(buffer) = &mut into {
             // SAFETY: the JS side holds the array for the duration of the call (the promise has
             // not resolved) and does not touch it meanwhile; the length was checked above.
             unsafe { buffer.as_mut()[..out.logits.len()].copy_from_slice(&out.logits) };
         }
-        Ok((out, into))
+        Ok((out, into, candidates))
     }
 
-    fn resolve(&mut self, _env: Env, (out, into): Self::Output) -> napi::Result<NativeForwardResult> {
+    fn resolve(&mut self, _env: Env, (out, into, candidates): Self::Output) -> napi::Result<NativeForwardResult> {
         let logits = into.unwrap_or_else(|| Float32Array::new(out.logits));
-        Ok(NativeForwardResult { logits, rows: Uint32Array::new(out.rows) })
+        let (candidate_ids, candidate_logits) = match candidates {
+            Some(c) => (Some(Uint32Array::new(c.ids)), Some(Float32Array::new(c.logits))),
+            None => (None, None),
+        };
+        Ok(NativeForwardResult { logits, rows: Uint32Array::new(out.rows), candidate_ids, candidate_logits })
     }
 }
 
@@ -305,6 +321,7 @@ impl NativeModel {
         all_logits: bool,
         cancel: Option<&NativeCancelToken>,
         logits_into: Option<Float32Array>,
+        candidates: Option<u32>,
     ) -> napi::Result<AsyncTask<ForwardTask>> {
         Ok(AsyncTask::new(ForwardTask {
             model: self.get()?,
@@ -313,6 +330,7 @@ impl NativeModel {
             which: if all_logits { LogitsFor::All } else { LogitsFor::LastPerRow },
             cancel: cancel.map(|c| c.flag.clone()),
             into: logits_into,
+            candidates: candidates.unwrap_or(0) as usize,
         }))
     }
 
