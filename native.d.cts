@@ -56,7 +56,7 @@ export declare class NativeModel {
    * skip the row). Resolves to logits for the last new token of each row, or for every new
    * token when `allLogits` is set.
    */
-  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel?: NativeCancelToken | undefined | null, logitsInto?: Float32Array | undefined | null, candidates?: number | undefined | null): Promise<NativeForwardResult>
+  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel?: NativeCancelToken | undefined | null, logitsInto?: Float32Array | undefined | null, candidates?: number | undefined | null, logits?: boolean | undefined | null): Promise<NativeForwardResult>
   stats(): NativeModelStats
   /** Drops the weights now; a forward pass already running keeps them until it finishes. */
   dispose(): void
@@ -95,7 +95,8 @@ export interface NativeConversationMessage {
 export interface NativeForwardResult {
   /**
    * `(rows.length, vocabSize)` row-major, handed over without a copy; or the caller's
-   * `logitsInto` array (whole), whose first `rows.length × vocabSize` values hold them.
+   * `logitsInto` array (whole), whose first `rows.length × vocabSize` values hold them; empty
+   * when the caller asked for candidates only.
    */
   logits: Float32Array
   /** The cache row each logits row belongs to. */

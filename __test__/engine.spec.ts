@@ -37,6 +37,11 @@ test.serial('forward picks each row\'s highest logits as candidates, as a full s
     t.deepEqual(Array.from(candidates.ids.subarray(i * 50, (i + 1) * 50)), want, `row ${i}`)
     t.deepEqual(Array.from(candidates.logits.subarray(i * 50, (i + 1) * 50)), want.map((id) => row[id]))
   }
+  const bare = model.createCache(2, 64)
+  const only = await model.forward(bare, prompts, { candidates: 50, logits: false })
+  bare.dispose()
+  t.is(only.logits.length, 0, 'logits: false hands none over')
+  t.deepEqual(only.candidates?.ids, candidates.ids, 'and picks the same candidates')
   const small = model.createCache(1, 8)
   const plain = await model.forward(small, [encode('Hi')])
   small.dispose()

@@ -139,11 +139,13 @@ test.serial('an abort during a long prefill cancels it between layers and leaves
   cache.dispose()
 })
 
-test.serial('a candidates count that is not an integer in 1..4096 is refused before the pass runs', async (t) => {
+test.serial('a candidates count that is not an integer in 1..4096, or logits that are not a boolean, are refused before the pass runs', async (t) => {
   const cache = model.createCache(1, 64)
   for (const bad of [0, -1, 2.5, 4097, Number.NaN]) {
     await rejects(t, model.forward(cache, [prompt], { candidates: bad }), 'INVALID_ARGUMENT', /candidates must be an integer in 1\.\.4096/)
   }
+  await rejects(t, model.forward(cache, [prompt], { logits: false, logitsInto: new Float32Array(1 << 16) }), 'INVALID_ARGUMENT', /logitsInto needs logits/)
+  await rejects(t, model.forward(cache, [prompt], { logits: 'no' as unknown as boolean }), 'INVALID_ARGUMENT', /logits must be a boolean/)
   t.deepEqual(Array.from(cache.seqlens), [0], 'nothing ran')
   cache.dispose()
 })

@@ -238,6 +238,8 @@ test('a sampler that needs more than the candidates picked scans the logits inst
     const given = sampler(o, 3)
     for (let i = 0; i < 200; i++) t.is(given.sample(batch, 0, vocab, few, 0), scanning.sample(batch, 0, vocab), JSON.stringify(o))
   }
+  t.is(sampler({ temperature: 0 }).sample(new Float32Array(0), 0, vocab, few, 0), few.ids[0], 'candidates alone serve greedy, with no logits given')
+  t.throws(() => sampler({ minP: 0.1 }).sample(new Float32Array(0), 0, vocab, few, 0), { instanceOf: KvEngineError, message: /must be non-empty and lie within the 0 logits/ })
   t.is(sampler({ topK: 5000 }).candidatesWanted(vocab), 0, 'top-k as wide as the vocabulary is off')
   t.is(sampler({ topK: Candidates.MAX + 1 }).candidatesWanted(1e6), 0, 'more than a pass picks')
   t.is(sampler({ minP: 0.1 }).candidatesWanted(vocab), 0)

@@ -65,10 +65,10 @@ export class Engine {
       (_, r) => new RowState(new Sampler(sampling, Rng.forRow(seed, r)), this.model.tokenizer.createDecoder(), options.stop ?? [], plan.tools),
     )
     const vocab = this.model.info.vocabSize
-    // Every step's logits land in this one array: nothing per step for the garbage collector.
-    // Greedy and top-k rows sample from each row's few highest logits, picked natively.
+    // Greedy and top-k rows sample from each row's few highest logits, picked natively, and need
+    // no logits; others get every step's logits in one array (nothing per step for the GC).
     const wanted = rows[0].sampler.candidatesWanted(vocab)
-    const forwardOptions = { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab), ...(wanted > 0 && { candidates: wanted }) }
+    const forwardOptions = wanted > 0 ? { signal: options.signal, candidates: wanted, logits: false } : { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
     try {
       // 2) Prefill: each prompt once, into the first row of its samples.
       const prefill = rows.map((_, r) => (r % plan.numSamples === 0 ? plan.prompts[r / plan.numSamples] : []))

@@ -46,6 +46,11 @@ export interface ForwardOptions {
    * a top-k or greedy sampler then reads those instead of scanning the whole vocabulary.
    */
   candidates?: number
+  /**
+   * `false` skips handing the logits over (`result.logits` is empty): for a caller that samples
+   * from `candidates` alone, it saves copying a vocabulary of floats per row. Default true.
+   */
+  logits?: boolean
 }
 
 export interface ForwardResult {
@@ -152,13 +157,17 @@ export class Model {
     if (candidates !== undefined && (!Number.isInteger(candidates) || candidates < 1 || candidates > Candidates.MAX)) {
       throw new KvEngineError('INVALID_ARGUMENT', `candidates must be an integer in 1..${Candidates.MAX}, got ${String(candidates)}`)
     }
+    const wantLogits = options.logits ?? true
+    if (typeof wantLogits !== 'boolean' || (!wantLogits && options.logitsInto !== undefined)) {
+      throw new KvEngineError('INVALID_ARGUMENT', 'logits must be a boolean, and logitsInto needs logits')
+    }
     const token = options.signal ? new native.NativeCancelToken() : undefined
     const onAbort = () => token?.cancel()
     if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'the signal was already aborted')
     options.signal?.addEventListener('abort', onAbort, { once: true })
     try {
       const into = options.logitsInto
-      const result = await awaitNative(() => this.#native.forward(cache.native, rows, options.allLogits ?? false, token, into, candidates))
+      const result = await awaitNative(() => this.#native.forward(cache.native, rows, options.allLogits ?? false, token, into, candidates, wantLogits))
       const logits = into ? into.subarray(0, result.rows.length * this.info.vocabSize) : result.logits
       const { candidateIds: ids, candidateLogits } = result
       const picked = ids && candidateLogits ? new Candidates(ids, candidateLogits, Math.min(candidates ?? 0, this.info.vocabSize)) : undefined

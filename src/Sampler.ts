@@ -62,11 +62,12 @@ export class Sampler {
    */
   sample(logits: Float32Array, offset = 0, vocabSize = logits.length - offset, candidates?: Candidates, candidateRow = 0): number {
     const end = offset + vocabSize
-    if (!Number.isInteger(offset) || !Number.isInteger(vocabSize) || offset < 0 || vocabSize < 1 || end > logits.length) {
+    const first = candidates && Number.isInteger(vocabSize) && vocabSize > 0 ? this.#firstCandidate(candidates, candidateRow, vocabSize) : -1
+    // Logits read in place must be there; a sampler served by candidates may be given none.
+    if (first < 0 && (!Number.isInteger(offset) || !Number.isInteger(vocabSize) || offset < 0 || vocabSize < 1 || end > logits.length)) {
       const message = `row [${offset}, ${end}) must be non-empty and lie within the ${logits.length} logits`
       throw new KvEngineError('INVALID_ARGUMENT', message)
     }
-    const first = candidates ? this.#firstCandidate(candidates, candidateRow, vocabSize) : -1
     // Also catches temperatures so small that 1/t overflows: greedy is their limit, and the
     // scaled path would compute 0 * Infinity.
     if (this.#invTemperature === Infinity) return first >= 0 ? (candidates as Candidates).ids[first] : argmax(logits, offset, vocabSize)

@@ -111,9 +111,12 @@ export class BatchLoop {
     for (const a of this.#active) a.states.forEach((s, i) => s.completed || (inputs[a.rows[i]] = a.feed[i]))
     // On error the cache is left as it was, so the token lists (recorded only after) still match it.
     const vocab = this.#model.info.vocabSize
-    // Enough native-picked candidates for every greedy or top-k job; the others scan the logits.
-    const wanted = Math.max(0, ...this.#active.map((a) => a.states[0].sampler.candidatesWanted(vocab)))
-    const result = await this.#model.forward(cache, inputs, { logitsInto: this.#logits, ...(wanted > 0 && { candidates: wanted }) })
+    // Enough native-picked candidates for every greedy or top-k job; the others scan the logits,
+    // which are handed over only when some job needs them.
+    const wants = this.#active.map((a) => a.states[0].sampler.candidatesWanted(vocab))
+    const candidates = Math.max(0, ...wants)
+    const logits = wants.some((w) => w === 0) ? { logitsInto: this.#logits } : { logits: false }
+    const result = await this.#model.forward(cache, inputs, { ...logits, ...(candidates > 0 && { candidates }) })
     this.#metrics.decodeSteps++
     inputs.forEach((tokens, row) => tokens.length > 0 && this.#scheduler.record(row, tokens))
     // Which logits row (and candidates row) each cache row's is.

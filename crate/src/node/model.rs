@@ -77,7 +77,8 @@ pub struct NativeRenderedConversation {
 #[napi(object)]
 pub struct NativeForwardResult {
     /// `(rows.length, vocabSize)` row-major, handed over without a copy; or the caller's
-    /// `logitsInto` array (whole), whose first `rows.length × vocabSize` values hold them.
+    /// `logitsInto` array (whole), whose first `rows.length × vocabSize` values hold them; empty
+    /// when the caller asked for candidates only.
     pub logits: Float32Array,
     /// The cache row each logits row belongs to.
     pub rows: Uint32Array,
@@ -162,6 +163,8 @@ pub struct ForwardTask {
     into: Option<Float32Array>,
     /// How many top candidates per row to pick (0: none).
     candidates: usize,
+    /// Whether JS wants the logits themselves (a sampler reading candidates does not).
+    logits: bool,
 }
 
 impl ForwardTask {
@@ -209,7 +212,7 @@ impl Task for ForwardTask {
     }
 
     fn resolve(&mut self, _env: Env, (out, into, candidates): Self::Output) -> napi::Result<NativeForwardResult> {
-        let logits = into.unwrap_or_else(|| Float32Array::new(out.logits));
+        let logits = into.unwrap_or_else(|| Float32Array::new(if self.logits { out.logits } else { Vec::new() }));
         let (candidate_ids, candidate_logits) = match candidates {
             Some(c) => (Some(Uint32Array::new(c.ids)), Some(Float32Array::new(c.logits))),
             None => (None, None),
@@ -322,6 +325,7 @@ impl NativeModel {
         cancel: Option<&NativeCancelToken>,
         logits_into: Option<Float32Array>,
         candidates: Option<u32>,
+        logits: Option<bool>,
     ) -> napi::Result<AsyncTask<ForwardTask>> {
         Ok(AsyncTask::new(ForwardTask {
             model: self.get()?,
@@ -331,6 +335,7 @@ impl NativeModel {
             cancel: cancel.map(|c| c.flag.clone()),
             into: logits_into,
             candidates: candidates.unwrap_or(0) as usize,
+            logits: logits.unwrap_or(true),
         }))
     }
 
