@@ -55,28 +55,29 @@ impl LanguageModel {
     }
 
     pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
+        Ok(self.forward_picking(batch, cache, which, cancel, 0)?.0)
+    }
+
+    /// `forward`, then each logits row's `candidates` highest logits (see `candidates.rs`; none
+    /// when 0), picked in the same job on the pool: one hand-off per step, not two.
+    pub fn forward_picking(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>, candidates: usize) -> Result<(ForwardOutput, Option<Candidates>)> {
         if cache.is_on_device() != self.on_gpu() {
             return Err(Error::invalid("this KV cache was created for a model on another device"));
         }
         let started = Instant::now();
-        let out = on_pool(|| match &self.arch {
-            Architecture::Llama(m) => m.forward(batch, cache, which, cancel),
-            Architecture::Nanochat(m) => m.forward(batch, cache, which, cancel),
-            #[cfg(feature = "cuda")]
-            Architecture::LlamaCuda(m) => m.forward(batch, cache, which, cancel),
+        let out = on_pool(|| {
+            let out = match &self.arch {
+                Architecture::Llama(m) => m.forward(batch, cache, which, cancel),
+                Architecture::Nanochat(m) => m.forward(batch, cache, which, cancel),
+                #[cfg(feature = "cuda")]
+                Architecture::LlamaCuda(m) => m.forward(batch, cache, which, cancel),
+            }?;
+            let picked = (candidates > 0).then(|| candidates::top_per_row(&out.logits, out.vocab_size, candidates));
+            Ok((out, picked))
         });
         // Time inside the engine, so a benchmark can tell it from the binding's and the caller's.
         self.stats().forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         out
-    }
-
-    /// Each row's `n` highest logits from a pass's output (see `candidates.rs`), picked on the
-    /// pool. Their time counts as the engine's (`forward_nanos`), like the pass they finish.
-    pub fn top_candidates(&self, out: &ForwardOutput, n: usize) -> Candidates {
-        let started = Instant::now();
-        let picked = on_pool(|| candidates::top_per_row(&out.logits, out.vocab_size, n));
-        self.stats().forward_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        picked
     }
 
     /// The cache-free reference path, `(len, vocab)` logits.

@@ -197,11 +197,7 @@ impl Task for ForwardTask {
             return Err(super::to_napi(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")));
         }
         self.check_into().map_err(super::to_napi)?;
-        let out = guarded(|| self.model.model.forward(&self.tokens, cache, self.which, self.cancel.as_deref()))?;
-        let candidates = match self.candidates {
-            0 => None,
-            n => Some(guarded(|| Ok(self.model.model.top_candidates(&out, n)))?),
-        };
+        let (out, candidates) = guarded(|| self.model.model.forward_picking(&self.tokens, cache, self.which, self.cancel.as_deref(), self.candidates))?;
         let mut into = self.into.take();
         if let Some(buffer) = &mut into {
             // SAFETY: the JS side holds the array for the duration of the call (the promise has
