@@ -20,6 +20,8 @@ mod x86_avx512;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_q8;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod x86_q8_wide;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_vnni;
 
 use std::sync::{Arc, OnceLock};
@@ -89,11 +91,17 @@ impl QuantMatrix {
 
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
         let q8 = matrices.first().is_some_and(|w| w.activations == Activations::Q8);
-        // The wide road multiplies bytes in AMX tiles where the CPU has them, else f32: the
-        // rounded values, widened back.
+        // The wide road multiplies bytes in AMX tiles where the CPU has them, else in AVX2
+        // panels, else f32: the rounded values, widened back.
         let tiles = wide && q8 && amx();
+        let panels = wide && q8 && !tiles && wide_q8_panels();
         let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k, if tiles { AMX_ROW_GROUP } else { 1 }));
-        let widened = if wide && !tiles { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
+        let widened = if wide && !tiles && !panels { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        let block_sums = match &rounded {
+            Some(rounded) if panels => x86_q8_wide::block_sums(rounded),
+            _ => Vec::new(),
+        };
         let (rounded, vnni_rows) = if wide || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
         let (x, input) = match (&widened, &vnni_rows, &rounded) {
             (Some(widened), _, _) => (widened.as_slice(), Input::F32(widened)),
@@ -123,6 +131,8 @@ impl QuantMatrix {
                 match (wide, &rounded) {
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
                     (true, Some(rounded)) if tiles => amx::run(w.format, weights, row_bytes, rounded, m, out),
+                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+                    (true, Some(rounded)) if panels => x86_q8_wide::run(w.format, weights, row_bytes, rounded, &block_sums, m, out),
                     (true, _) => dense::run(w.format, weights, row_bytes, x, m, out),
                     (false, _) => kernel().run_into(w.format, weights, row_bytes, input, m, out),
                 }
@@ -220,6 +230,16 @@ pub fn vnni() -> bool {
 pub fn amx() -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     return kernel() == Kernel::Avx512 && amx::available();
+    #[allow(unreachable_code)]
+    false
+}
+
+/// Whether the wide road multiplies 8-bit activations in AVX2 integer panels
+/// (`x86_q8_wide.rs`) rather than widening them back to f32: on every SIMD kernel, so
+/// `KVENGINE_KERNEL=portable` keeps the f32 road.
+fn wide_q8_panels() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    return kernel() != Kernel::Portable;
     #[allow(unreachable_code)]
     false
 }

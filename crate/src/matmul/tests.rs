@@ -154,3 +154,29 @@ fn tile_shapes_agree_bit_for_bit() {
         }
     }
 }
+
+/// The wide road with 8-bit activations (AVX2 panels where the CPU has no AMX) computes what
+/// the plain-Rust definition does, bit for bit: odd panel widths, tiles of every height, many
+/// blocks; and weights at the top nibble times activations at ±127, where Q4_0's i16 sums come
+/// nearest to overflowing.
+#[test]
+fn wide_q8_road_matches_the_definition_bit_for_bit() {
+    let m = dense::DENSE_MIN_ROWS + 5;
+    let extreme = |n: usize, k: usize| {
+        // One value −1 per block sets Q4_0's scale to 1/8, and +0.875 is then the top nibble.
+        let w: Vec<f32> = (0..n * k).map(|i| if i % BLOCK == 0 { -1.0 } else { 0.875 }).collect();
+        let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
+        (Arc::new(QTensor::quantize(&Tensor::from_vec(w, (n, k), &Device::Cpu).expect("w"), GgmlDType::Q4_0).expect("q")), x)
+    };
+    let mut cases: Vec<(Arc<QTensor>, Vec<f32>)> = [(GgmlDType::Q8_0, 37, 2144), (GgmlDType::Q4_0, 37, 2144), (GgmlDType::Q8_0, 8, 64), (GgmlDType::Q4_0, 21, 96)]
+        .into_iter()
+        .map(|(dtype, n, k)| (quantized(dtype, n, k), noise(n as u64 + 5, m * k)))
+        .collect();
+    cases.push(extreme(19, 256));
+    for (tensor, x) in cases {
+        let matrix = QuantMatrix::new(tensor, Activations::Q8).expect("supported format");
+        let wide = matrix.forward(&x, m).expect("forward");
+        let definition = run_kernel(Kernel::Portable, &matrix, &x, m);
+        assert!(wide == definition, "{:?} {}x{}: the wide road left the definition", matrix.format, matrix.n, matrix.k);
+    }
+}
