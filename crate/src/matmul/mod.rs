@@ -18,9 +18,7 @@ mod x86;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_avx512;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-mod x86_q8;
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-mod x86_q8_wide;
+mod x86_q8_panels;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_vnni;
 
@@ -43,6 +41,10 @@ pub struct QuantMatrix {
     n: usize,
     k: usize,
     activations: Activations,
+    /// The weights repacked for 8-bit activations, on CPUs whose both roads multiply them in
+    /// AVX2 panels (`x86_q8_panels.rs`).
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    panels: Option<x86_q8_panels::Q8Panels>,
 }
 
 impl QuantMatrix {
@@ -54,7 +56,31 @@ impl QuantMatrix {
             _ => return None,
         };
         let (n, k) = tensor.shape().dims2().ok()?;
-        (k % BLOCK == 0).then_some(Self { tensor, format, n, k, activations })
+        if k % BLOCK != 0 {
+            return None;
+        }
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        let panels = match activations {
+            Activations::Q8 if q8_panels() => Some(x86_q8_panels::Q8Panels::pack(format, &tensor.data().ok()?, n, k)),
+            _ => None,
+        };
+        Some(Self {
+            tensor,
+            format,
+            n,
+            k,
+            activations,
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            panels,
+        })
+    }
+
+    /// Whether this matrix multiplies 8-bit activations in AVX2 panels.
+    fn has_panels(&self) -> bool {
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        return self.panels.is_some();
+        #[allow(unreachable_code)]
+        false
     }
 
     pub fn out_features(&self) -> usize {
@@ -91,15 +117,16 @@ impl QuantMatrix {
 
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
         let q8 = matrices.first().is_some_and(|w| w.activations == Activations::Q8);
-        // The wide road multiplies bytes in AMX tiles where the CPU has them, else in AVX2
-        // panels, else f32: the rounded values, widened back.
-        let tiles = wide && q8 && amx();
-        let panels = wide && q8 && !tiles && wide_q8_panels();
+        // 8-bit activations: AVX2 panels on both roads where the CPU has no VNNI; else the
+        // wide road multiplies bytes in AMX tiles where it has them, or f32 (the rounded
+        // values widened back), and the narrow one runs the VNNI tile.
+        let panels = q8 && matrices.iter().all(|w| w.has_panels());
+        let tiles = wide && q8 && !panels && amx();
         let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k, if tiles { AMX_ROW_GROUP } else { 1 }));
         let widened = if wide && !tiles && !panels { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
         let block_sums = match &rounded {
-            Some(rounded) if panels => x86_q8_wide::block_sums(rounded),
+            Some(rounded) if panels => x86_q8_panels::block_sums(rounded),
             _ => Vec::new(),
         };
         let (rounded, vnni_rows) = if wide || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
@@ -130,9 +157,13 @@ impl QuantMatrix {
             unsafe {
                 match (wide, &rounded) {
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    (true, Some(rounded)) if tiles => amx::run(w.format, weights, row_bytes, rounded, m, out),
+                    (_, Some(rounded)) if panels => {
+                        if let Some(p) = &w.panels {
+                            p.run(first, last, rounded, &block_sums, m, out)
+                        }
+                    }
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    (true, Some(rounded)) if panels => x86_q8_wide::run(w.format, weights, row_bytes, rounded, &block_sums, m, out),
+                    (true, Some(rounded)) if tiles => amx::run(w.format, weights, row_bytes, rounded, m, out),
                     (true, _) => dense::run(w.format, weights, row_bytes, x, m, out),
                     (false, _) => kernel().run_into(w.format, weights, row_bytes, input, m, out),
                 }
@@ -234,12 +265,12 @@ pub fn amx() -> bool {
     false
 }
 
-/// Whether the wide road multiplies 8-bit activations in AVX2 integer panels
-/// (`x86_q8_wide.rs`) rather than widening them back to f32: on every SIMD kernel, so
-/// `KVENGINE_KERNEL=portable` keeps the f32 road.
-fn wide_q8_panels() -> bool {
+/// Whether 8-bit activations multiply weights repacked into AVX2 panels (`x86_q8_panels.rs`)
+/// on both roads: on SIMD kernels without VNNI, whose own tile (`x86_vnni.rs`) takes the
+/// file's blocks as they are. `KVENGINE_KERNEL=portable` runs the plain definition instead.
+pub fn q8_panels() -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    return kernel() != Kernel::Portable;
+    return kernel() != Kernel::Portable && !vnni();
     #[allow(unreachable_code)]
     false
 }
@@ -255,7 +286,7 @@ pub enum Input<'a> {
 
 impl Kernel {
     /// `out` (`m × cols`) = `x` (`m × k`) · Wᵀ for the `cols` weight rows in `weights`. With
-    /// 8-bit activations every SIMD kernel runs the AVX2 integer tile.
+    /// 8-bit activations only the VNNI kernel has a tile of its own.
     pub fn run(self, format: WeightFormat, weights: &[u8], row_bytes: usize, x: Input, m: usize, out: &mut [f32]) {
         let out = OutColumns::whole(out, m, weights.len() / row_bytes);
         // SAFETY: the window is the whole of `out`, borrowed mutably for this call.
@@ -271,7 +302,6 @@ impl Kernel {
         assert!(out.rows() >= m && out.cols() == cols, "output window of {} × {} for {m} × {cols}", out.rows(), out.cols());
         match (self, x) {
             (Self::Portable, Input::F32(x)) => portable(format, weights, row_bytes, x, m, out),
-            (Self::Portable, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => portable_q8(format, weights, row_bytes, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx2, Input::F32(x)) => tiled::run::<x86::Avx2>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -280,7 +310,9 @@ impl Kernel {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx512, Input::Vnni(x)) if x86_vnni::available() => tiled::run::<x86_vnni::Vnni512>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Self::Avx2 | Self::Avx512, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => tiled::run::<x86_q8::Avx2Q8>(format, weights, row_bytes, cols, x, m, out),
+            // Without VNNI, 8-bit rows take the AVX2 panels (`x86_q8_panels.rs`), which need
+            // the weights repacked and so do not run here; these rows get the definition.
+            (_, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => portable_q8(format, weights, row_bytes, x, m, out),
         }
     }
 }

@@ -85,6 +85,16 @@ fn simd_kernels() -> Vec<Kernel> {
     kernels
 }
 
+/// The kernels to test with `matrix`'s activations: with 8-bit ones, only those with a tile of
+/// their own (VNNI); the others take them in panels (`q8_panels_match_the_definition_bit_for_bit`).
+fn kernels_for(matrix: &QuantMatrix) -> Vec<Kernel> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    let has_tile = |kernel: &Kernel| matrix.activations == Activations::F32 || (*kernel == Kernel::Avx512 && x86_vnni::available());
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
+    let has_tile = |_: &Kernel| matrix.activations == Activations::F32;
+    simd_kernels().into_iter().filter(has_tile).collect()
+}
+
 /// `x` through one kernel, as f32 or rounded to 8 bits as `matrix` asks.
 fn run_kernel(kernel: Kernel, matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
     let data = matrix.tensor.data().expect("data");
@@ -103,7 +113,7 @@ fn simd_and_portable_kernels_agree() {
         let matrix = QuantMatrix::new(quantized(dtype, n, k), activations).expect("supported format");
         let x = noise(9, m * k);
         let portable = run_kernel(Kernel::Portable, &matrix, &x, m);
-        for kernel in simd_kernels() {
+        for kernel in kernels_for(&matrix) {
             for (a, b) in portable.iter().zip(&run_kernel(kernel, &matrix, &x, m)) {
                 assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{dtype:?} {activations:?} {kernel:?}: {a} vs {b}");
             }
@@ -145,7 +155,7 @@ fn tile_shapes_agree_bit_for_bit() {
         let (m, n) = (15, 37);
         let matrix = QuantMatrix::new(quantized(dtype, n, k), activations).expect("supported");
         let x = noise(3, m * k);
-        for kernel in [Kernel::Portable].into_iter().chain(simd_kernels()) {
+        for kernel in [Kernel::Portable].into_iter().chain(kernels_for(&matrix)) {
             let together = run_kernel(kernel, &matrix, &x, m);
             for (row, values) in x.chunks(k).enumerate() {
                 let alone = run_kernel(kernel, &matrix, values, 1);
@@ -155,28 +165,31 @@ fn tile_shapes_agree_bit_for_bit() {
     }
 }
 
-/// The wide road with 8-bit activations (AVX2 panels where the CPU has no AMX) computes what
-/// the plain-Rust definition does, bit for bit: odd panel widths, tiles of every height, many
-/// blocks; and weights at the top nibble times activations at ±127, where Q4_0's i16 sums come
-/// nearest to overflowing.
+/// Where 8-bit activations run in AVX2 panels (`x86_q8_panels.rs`), every row count (narrow
+/// and wide road, tiles of every height, one or two panels at the edge) computes what the
+/// plain-Rust definition does, bit for bit; so do weights at the top nibble times activations
+/// at ±127, where Q4_0's i16 sums come nearest to overflowing.
 #[test]
-fn wide_q8_road_matches_the_definition_bit_for_bit() {
-    let m = dense::DENSE_MIN_ROWS + 5;
-    let extreme = |n: usize, k: usize| {
+fn q8_panels_match_the_definition_bit_for_bit() {
+    if !q8_panels() {
+        eprintln!("skipped: this CPU multiplies 8-bit activations without the AVX2 panels ({:?}, VNNI {})", kernel(), vnni());
+        return;
+    }
+    let extreme = |n: usize, k: usize, m: usize| {
         // One value −1 per block sets Q4_0's scale to 1/8, and +0.875 is then the top nibble.
         let w: Vec<f32> = (0..n * k).map(|i| if i % BLOCK == 0 { -1.0 } else { 0.875 }).collect();
         let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
         (Arc::new(QTensor::quantize(&Tensor::from_vec(w, (n, k), &Device::Cpu).expect("w"), GgmlDType::Q4_0).expect("q")), x)
     };
-    let mut cases: Vec<(Arc<QTensor>, Vec<f32>)> = [(GgmlDType::Q8_0, 37, 2144), (GgmlDType::Q4_0, 37, 2144), (GgmlDType::Q8_0, 8, 64), (GgmlDType::Q4_0, 21, 96)]
-        .into_iter()
-        .map(|(dtype, n, k)| (quantized(dtype, n, k), noise(n as u64 + 5, m * k)))
-        .collect();
-    cases.push(extreme(19, 256));
-    for (tensor, x) in cases {
-        let matrix = QuantMatrix::new(tensor, Activations::Q8).expect("supported format");
-        let wide = matrix.forward(&x, m).expect("forward");
-        let definition = run_kernel(Kernel::Portable, &matrix, &x, m);
-        assert!(wide == definition, "{:?} {}x{}: the wide road left the definition", matrix.format, matrix.n, matrix.k);
+    let shapes = [(GgmlDType::Q8_0, 37, 2144), (GgmlDType::Q4_0, 37, 2144), (GgmlDType::Q8_0, 8, 64), (GgmlDType::Q4_0, 21, 96)];
+    for m in [1, 2, 3, 5, 7, 8, 13, dense::DENSE_MIN_ROWS + 5] {
+        let mut cases: Vec<(Arc<QTensor>, Vec<f32>)> = shapes.iter().map(|&(dtype, n, k)| (quantized(dtype, n, k), noise(n as u64 + m as u64, m * k))).collect();
+        cases.push(extreme(19, 256, m));
+        for (tensor, x) in cases {
+            let matrix = QuantMatrix::new(tensor, Activations::Q8).expect("supported format");
+            let ours = matrix.forward(&x, m).expect("forward");
+            let definition = run_kernel(Kernel::Portable, &matrix, &x, m);
+            assert!(ours == definition, "{:?} {m}x{}x{}: the panels left the definition", matrix.format, matrix.n, matrix.k);
+        }
     }
 }

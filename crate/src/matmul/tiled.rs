@@ -7,7 +7,7 @@
 
 use std::marker::PhantomData;
 
-use super::activations::{QuantizedRows, VnniRows};
+use super::activations::VnniRows;
 use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
 
@@ -19,7 +19,7 @@ pub struct Tile<const MR: usize, const NR: usize, A> {
     pub row_stride: usize,
 }
 
-/// Activation rows as the tiles read them: f32 values, or 8-bit blocks with their scales.
+/// Activation rows as the tiles read them: f32 values, or 8-bit blocks as the VNNI tile reads them.
 pub trait ActRows: Sync {
     /// Where one row's block begins.
     type At: Copy;
@@ -42,24 +42,6 @@ impl ActRows for [f32] {
     }
 }
 
-/// A row of 8-bit activations at one block: its values and its scales.
-#[derive(Clone, Copy)]
-pub struct Q8At {
-    pub values: *const i8,
-    pub scales: *const f32,
-}
-
-impl ActRows for QuantizedRows {
-    type At = Q8At;
-    const BLOCK_BYTES: usize = BLOCK + size_of::<f32>();
-    fn holds(&self, m: usize, k: usize) -> bool {
-        self.k == k && self.values.len() >= m * k && self.scales.len() >= m * k / BLOCK
-    }
-    fn at(&self, row: usize, k: usize, block: usize) -> Q8At {
-        Q8At { values: self.values[row * k + block * BLOCK..].as_ptr(), scales: self.scales[(row * k) / BLOCK + block..].as_ptr() }
-    }
-}
-
 /// A row of activations at one block, as the VNNI kernel reads it (see `VnniRows`).
 #[derive(Clone, Copy)]
 pub struct VnniAt {
@@ -74,7 +56,7 @@ impl ActRows for VnniRows {
     const BLOCK_BYTES: usize = 2 * BLOCK + 2 * 8 * size_of::<f32>();
     fn holds(&self, m: usize, k: usize) -> bool {
         let lanes = m * k / BLOCK * 8;
-        self.rows.holds(m, k) && self.biased.len() >= m * k && self.lane_scales.len() >= lanes && self.q4_offsets.len() >= lanes
+        self.rows.k == k && self.rows.values.len() >= m * k && self.rows.scales.len() >= m * k / BLOCK && self.biased.len() >= m * k && self.lane_scales.len() >= lanes && self.q4_offsets.len() >= lanes
     }
     fn at(&self, row: usize, k: usize, block: usize) -> VnniAt {
         let (value, lane) = (row * k + block * BLOCK, (row * k / BLOCK + block) * 8);

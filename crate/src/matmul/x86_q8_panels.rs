@@ -1,0 +1,210 @@
+//! 8-bit activations on AVX2 CPUs without VNNI, on both roads. At load, each weight matrix is
+//! repacked into panels of eight columns with four consecutive values of every column side by
+//! side (32 bytes), so one `maddubs` multiplies four values of an activation row, broadcast,
+//! into all eight columns, and each column's sum builds up in its own lane: no horizontal sums
+//! per block, and a `maddubs` does 32 multiply-adds where an f32 FMA does 8, at the same rate
+//! on Zen 3. Panels keep the file's bytes per value (Q4_0 stays in nibbles).
+//!
+//! Q4_0 keeps its nibbles unsigned (0..16): a pair of products is then at most 2 × 15 × 127, so
+//! a block's eight `maddubs` add up in i16 and one `madd` widens them; the offset of 8 comes off
+//! once per block as 8 × the activations' block sum. Q8_0's signed bytes take the sign trick
+//! (|w| times a with w's sign) and widen at every step.
+//!
+//! Each output adds its blocks in order as `portable_q8` does, exact integer dot times the
+//! product of both scales, with a separate multiply and add: the same bits as that definition,
+//! whichever road, tile height or batch a row goes through.
+
+use std::arch::x86_64::*;
+
+use half::f16;
+use rayon::prelude::*;
+
+use super::activations::QuantizedRows;
+use super::formats::{WeightFormat, BLOCK};
+use super::out_columns::OutColumns;
+
+/// Columns per panel: the lanes of one vector of i32.
+pub const COLS: usize = 8;
+/// Values of one column side by side: what `madd` sums into one i32 lane.
+const GROUP: usize = 4;
+/// Activation rows per tile, at most: Q4_0's six i16 sums per panel fit the 16 vector
+/// registers beside the weights; Q8_0 also holds |w| and widens as it goes, and takes four.
+const ROWS: usize = 6;
+const Q8_ROWS: usize = 4;
+
+/// A weight matrix `(n, k)` repacked. Panel p's block b holds, in its i-th 32 bytes, bytes
+/// 4i..4i+4 of the block's values for each of the panel's columns: for Q8_0 (eight vectors)
+/// values 4i..4i+4; for Q4_0 (four vectors, the file's nibbles) values 4i..4i+4 in the low
+/// nibbles and 16+4i..16+4i+4 in the high ones. Then the scales, `COLS` per panel and block.
+pub struct Q8Panels {
+    format: WeightFormat,
+    blocks: usize,
+    values: Vec<u8>,
+    scales: Vec<f32>,
+}
+
+impl Q8Panels {
+    /// `data` is the matrix's blocks as the file stores them, `n` rows of `k` values.
+    pub fn pack(format: WeightFormat, data: &[u8], n: usize, k: usize) -> Self {
+        let blocks = k / BLOCK;
+        let row_bytes = format.row_bytes(k);
+        let panel_bytes = blocks * Self::block_bytes(format);
+        let panels = n.div_ceil(COLS);
+        // Columns past the last are zero, with a zero scale: their outputs are never stored.
+        let mut values = vec![0u8; panels * panel_bytes];
+        let mut scales = vec![0.0f32; panels * blocks * COLS];
+        values.par_chunks_mut(panel_bytes).zip(scales.par_chunks_mut(blocks * COLS)).enumerate().for_each(|(panel, (values, scales))| {
+            let first = panel * COLS;
+            for (lane, row) in data[first * row_bytes..(first + COLS).min(n) * row_bytes].chunks_exact(row_bytes).enumerate() {
+                for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+                    scales[b * COLS + lane] = f16::from_le_bytes([block[0], block[1]]).to_f32();
+                    let out = &mut values[b * Self::block_bytes(format)..];
+                    for (i, four) in block[2..].chunks_exact(GROUP).enumerate() {
+                        out[i * COLS * GROUP + lane * GROUP..][..GROUP].copy_from_slice(four);
+                    }
+                }
+            }
+        });
+        Self { format, blocks, values, scales }
+    }
+
+    /// Bytes of one panel's block.
+    const fn block_bytes(format: WeightFormat) -> usize {
+        COLS * (format.block_bytes() - 2)
+    }
+
+    /// `out` (`m × (last − first)`) = `acts` (`m` rows, 8-bit) · Wᵀ for weight rows
+    /// `first..last`; `first` is a multiple of `COLS` and `sums` is `block_sums(acts)`.
+    ///
+    /// # Safety
+    /// No other thread may write `out`'s values during the call.
+    pub unsafe fn run(&self, first: usize, last: usize, acts: &QuantizedRows, sums: &[i32], m: usize, out: OutColumns) {
+        let blocks = self.blocks;
+        assert!(first % COLS == 0 && first <= last && (last - first) == out.cols() && out.rows() >= m, "panel columns {first}..{last} for a window of {}", out.cols());
+        assert!(last.div_ceil(COLS) * blocks * COLS <= self.scales.len(), "panel columns {first}..{last} past the matrix");
+        assert!(acts.k == blocks * BLOCK && acts.values.len() >= m * acts.k && acts.scales.len() >= m * blocks && sums.len() >= m * blocks, "8-bit activations short of {m} rows");
+        let q4 = self.format == WeightFormat::Q4_0;
+        let mut col = first;
+        while col < last {
+            // Two panels per tile while two are left: each broadcast activation then feeds two
+            // `maddubs`.
+            let pair = last - col > COLS;
+            let width = (last - col).min(if pair { 2 * COLS } else { COLS });
+            let panel = Panel {
+                values: self.values[col / COLS * blocks * Self::block_bytes(self.format)..].as_ptr(),
+                scales: self.scales[col / COLS * blocks * COLS..].as_ptr(),
+                blocks,
+            };
+            let mut row = 0;
+            while row < m {
+                let rows = (m - row).min(if q4 { ROWS } else { Q8_ROWS });
+                let at = Rows { acts, sums, first: row };
+                let mut totals = [[0.0f32; 2 * COLS]; ROWS];
+                match (q4, pair) {
+                    (true, true) => tiles::<2, true>(&panel, &at, rows, &mut totals),
+                    (true, false) => tiles::<1, true>(&panel, &at, rows, &mut totals),
+                    (false, true) => tiles::<2, false>(&panel, &at, rows, &mut totals),
+                    (false, false) => tiles::<1, false>(&panel, &at, rows, &mut totals),
+                }
+                for (r, values) in totals[..rows].iter().enumerate() {
+                    out.set_run(row + r, col - first, &values[..width]);
+                }
+                row += rows;
+            }
+            col += width;
+        }
+    }
+}
+
+/// Each block's sum of 8-bit activation values, row-major: what Q4_0's offset of 8 takes off.
+pub fn block_sums(acts: &QuantizedRows) -> Vec<i32> {
+    acts.values.chunks_exact(BLOCK).map(|block| block.iter().map(|&v| v as i32).sum()).collect()
+}
+
+/// `count` (at most `ROWS`) activation rows times `P` panels, into `totals`.
+#[inline(always)]
+unsafe fn tiles<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut [[f32; 2 * COLS]; ROWS]) {
+    match count {
+        6 => tile::<6, P, Q4>(panel, rows, totals),
+        5 => tile::<5, P, Q4>(panel, rows, totals),
+        4 => tile::<4, P, Q4>(panel, rows, totals),
+        3 => tile::<3, P, Q4>(panel, rows, totals),
+        2 => tile::<2, P, Q4>(panel, rows, totals),
+        _ => tile::<1, P, Q4>(panel, rows, totals),
+    }
+}
+
+/// A panel's repacked blocks and scales; the next panel follows `blocks` blocks later.
+struct Panel {
+    values: *const u8,
+    scales: *const f32,
+    blocks: usize,
+}
+
+/// The activation rows of one tile, from `first`.
+struct Rows<'a> {
+    acts: &'a QuantizedRows,
+    sums: &'a [i32],
+    first: usize,
+}
+
+/// Adds four values of `R` activation rows (at byte `at` of each) times eight columns of each
+/// of `P` panels (`w`: Q4_0 nibbles as bytes, or Q8_0's signed bytes) to the block's sums.
+#[inline(always)]
+unsafe fn step<const R: usize, const P: usize, const Q4: bool>(w: [__m256i; P], acts: &[*const u8; R], at: usize, dots: &mut [[__m256i; P]; R]) {
+    let abs_w: [__m256i; P] = std::array::from_fn(|p| if Q4 { w[p] } else { _mm256_sign_epi8(w[p], w[p]) });
+    for r in 0..R {
+        let a = _mm256_set1_epi32(acts[r].add(at).cast::<i32>().read_unaligned());
+        for p in 0..P {
+            if Q4 {
+                // At most 8 × 2 × 15 × 127 = 30480 per i16 lane over the block.
+                dots[r][p] = _mm256_add_epi16(dots[r][p], _mm256_maddubs_epi16(w[p], a));
+            } else {
+                let pairs = _mm256_maddubs_epi16(abs_w[p], _mm256_sign_epi8(a, w[p]));
+                dots[r][p] = _mm256_add_epi32(dots[r][p], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+            }
+        }
+    }
+}
+
+/// `R` activation rows times `P` panels of eight columns, over every block.
+#[inline(always)]
+unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, totals: &mut [[f32; 2 * COLS]; ROWS]) {
+    let (k, blocks) = (rows.acts.k, panel.blocks);
+    let block_bytes = Q8Panels::block_bytes(if Q4 { WeightFormat::Q4_0 } else { WeightFormat::Q8_0 });
+    let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[(rows.first + r) * k..].as_ptr().cast());
+    let scales: [&[f32]; R] = std::array::from_fn(|r| &rows.acts.scales[(rows.first + r) * blocks..]);
+    let sums: [&[i32]; R] = std::array::from_fn(|r| &rows.sums[(rows.first + r) * blocks..]);
+    let ones = _mm256_set1_epi16(1);
+    let nibble = _mm256_set1_epi8(0x0f);
+    let mut acc = [[_mm256_setzero_ps(); P]; R];
+    for b in 0..blocks {
+        let block: [*const u8; P] = std::array::from_fn(|p| panel.values.add((p * blocks + b) * block_bytes));
+        let load = |i: usize| -> [__m256i; P] { std::array::from_fn(|p| _mm256_loadu_si256(block[p].add(i * COLS * GROUP) as *const __m256i)) };
+        let mut dots = [[_mm256_setzero_si256(); P]; R];
+        if Q4 {
+            for i in 0..BLOCK / 2 / GROUP {
+                let packed = load(i);
+                step::<R, P, true>(packed.map(|v| _mm256_and_si256(v, nibble)), &acts, b * BLOCK + i * GROUP, &mut dots);
+                step::<R, P, true>(packed.map(|v| _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble)), &acts, b * BLOCK + BLOCK / 2 + i * GROUP, &mut dots);
+            }
+        } else {
+            for i in 0..BLOCK / GROUP {
+                step::<R, P, false>(load(i), &acts, b * BLOCK + i * GROUP, &mut dots);
+            }
+        }
+        for p in 0..P {
+            let weight_scales = _mm256_loadu_ps(panel.scales.add((p * blocks + b) * COLS));
+            for r in 0..R {
+                let dot = if Q4 { _mm256_sub_epi32(_mm256_madd_epi16(dots[r][p], ones), _mm256_set1_epi32(8 * sums[r][b])) } else { dots[r][p] };
+                let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(scales[r][b]));
+                acc[r][p] = _mm256_add_ps(acc[r][p], _mm256_mul_ps(_mm256_cvtepi32_ps(dot), scale));
+            }
+        }
+    }
+    for (total, acc) in totals.iter_mut().zip(acc) {
+        for (p, acc) in acc.into_iter().enumerate() {
+            _mm256_storeu_ps(total[p * COLS..].as_mut_ptr(), acc);
+        }
+    }
+}
