@@ -178,8 +178,15 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, ro
     let ones = _mm256_set1_epi16(1);
     let nibble = _mm256_set1_epi8(0x0f);
     let mut acc = [[_mm256_setzero_ps(); P]; R];
+    // The next tile's panels follow this tile's. At one row (decode) every panel is read once,
+    // from memory, and its lines are pulled in while this tile computes.
+    let ahead = P * blocks * block_bytes;
     for b in 0..blocks {
         let block: [*const u8; P] = std::array::from_fn(|p| panel.values.add((p * blocks + b) * block_bytes));
+        for line in (0..P * block_bytes).step_by(64) {
+            // SAFETY: a prefetch reads nothing architecturally and cannot fault.
+            _mm_prefetch::<_MM_HINT_T0>(block[line / block_bytes].wrapping_add(ahead + line % block_bytes) as *const i8);
+        }
         let load = |i: usize| -> [__m256i; P] { std::array::from_fn(|p| _mm256_loadu_si256(block[p].add(i * COLS * GROUP) as *const __m256i)) };
         let mut dots = [[_mm256_setzero_si256(); P]; R];
         if Q4 {
