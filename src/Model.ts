@@ -24,9 +24,10 @@ export interface ModelLoadOptions {
   /**
    * What a CPU model multiplies Q8_0/Q4_0 weights by. 'f32' (the default) keeps activations in
    * full precision, so prefix reuse, batching and streaming give the same tokens as one pass.
-   * 'q8' rounds them to 8-bit blocks first, as llama.cpp does: decode runs faster (about 1.3× at
-   * batch 1 on SmolLM2-135M, more on larger models), but, as with llama.cpp, a token's logits
-   * can then depend on how it was grouped with others.
+   * 'q8' rounds them to 8-bit blocks first, as llama.cpp does: prefill and decode run faster
+   * (1.2–2× on AVX2, see BENCHMARKS.md), but, as with llama.cpp, a token's logits can then depend
+   * on how it was grouped with others. On AVX2 CPUs without VNNI it also holds a repacked copy of
+   * the quantized weights, made at load.
    */
   activations?: 'f32' | 'q8'
 }
