@@ -307,9 +307,7 @@ impl Kernel {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx512, Input::F32(x)) => tiled::run::<x86_avx512::Avx512>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx512, Input::Vnni(x)) if x86_vnni::available() => tiled::run::<x86_vnni::Vnni512>(format, weights, row_bytes, cols, x, m, out),
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             // Without VNNI, 8-bit rows take the AVX2 panels (`x86_q8_panels.rs`), which need
             // the weights repacked and so do not run here; these rows get the definition.
             (_, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => portable_q8(format, weights, row_bytes, x, m, out),
