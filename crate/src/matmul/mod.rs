@@ -56,7 +56,7 @@ impl QuantMatrix {
             _ => return None,
         };
         let (n, k) = tensor.shape().dims2().ok()?;
-        if k % BLOCK != 0 {
+        if k == 0 || k % BLOCK != 0 {
             return None;
         }
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]

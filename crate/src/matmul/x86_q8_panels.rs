@@ -24,7 +24,7 @@ use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
 
 /// Columns per panel: the lanes of one vector of i32.
-pub const COLS: usize = 8;
+const COLS: usize = 8;
 /// Values of one column side by side: what `madd` sums into one i32 lane.
 const GROUP: usize = 4;
 /// Activation rows per tile, at most: Q4_0's six i16 sums per panel fit the 16 vector
