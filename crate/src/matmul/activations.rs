@@ -63,6 +63,11 @@ impl QuantizedRows {
         Self { values, scales, k }
     }
 
+    /// Whether `m` rows of `k` values are all there, with their scales.
+    pub fn holds(&self, m: usize, k: usize) -> bool {
+        self.k == k && self.values.len() >= m * k && self.scales.len() >= m * k / BLOCK
+    }
+
     /// Every value times its block's scale (padding rows included): what the wide road
     /// multiplies, in f32.
     pub fn dequantize(&self) -> Vec<f32> {

@@ -31,9 +31,14 @@ impl WeightFormat {
         row_bytes / self.block_bytes() * BLOCK
     }
 
+    /// A block's scale: the f16 in front of its values.
+    pub fn scale(block: &[u8]) -> f32 {
+        f16::from_le_bytes([block[0], block[1]]).to_f32()
+    }
+
     /// The block's scale and its 32 values as signed integers (the portable path and tests).
     pub fn decode(self, block: &[u8]) -> (f32, [i8; BLOCK]) {
-        let scale = f16::from_le_bytes([block[0], block[1]]).to_f32();
+        let scale = Self::scale(block);
         let mut values = [0i8; BLOCK];
         match self {
             Self::Q8_0 => values.iter_mut().zip(&block[2..2 + BLOCK]).for_each(|(v, &b)| *v = b as i8),

@@ -126,7 +126,8 @@ impl QuantMatrix {
         let widened = if wide && !tiles && !panels { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
         let block_sums = match &rounded {
-            Some(rounded) if panels => x86_q8_panels::block_sums(rounded),
+            // Only Q4_0's offset of 8 needs them.
+            Some(rounded) if panels && matrices.iter().any(|w| w.format == WeightFormat::Q4_0) => x86_q8_panels::block_sums(rounded),
             _ => Vec::new(),
         };
         let (rounded, vnni_rows) = if wide || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };

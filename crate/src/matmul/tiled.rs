@@ -56,7 +56,7 @@ impl ActRows for VnniRows {
     const BLOCK_BYTES: usize = 2 * BLOCK + 2 * 8 * size_of::<f32>();
     fn holds(&self, m: usize, k: usize) -> bool {
         let lanes = m * k / BLOCK * 8;
-        self.rows.k == k && self.rows.values.len() >= m * k && self.rows.scales.len() >= m * k / BLOCK && self.biased.len() >= m * k && self.lane_scales.len() >= lanes && self.q4_offsets.len() >= lanes
+        self.rows.holds(m, k) && self.biased.len() >= m * k && self.lane_scales.len() >= lanes && self.q4_offsets.len() >= lanes
     }
     fn at(&self, row: usize, k: usize, block: usize) -> VnniAt {
         let (value, lane) = (row * k + block * BLOCK, (row * k / BLOCK + block) * 8);

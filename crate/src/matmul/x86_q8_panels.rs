@@ -16,7 +16,6 @@
 
 use std::arch::x86_64::*;
 
-use half::f16;
 use rayon::prelude::*;
 
 use super::activations::QuantizedRows;
@@ -57,7 +56,7 @@ impl Q8Panels {
             let first = panel * COLS;
             for (lane, row) in data[first * row_bytes..(first + COLS).min(n) * row_bytes].chunks_exact(row_bytes).enumerate() {
                 for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
-                    scales[b * COLS + lane] = f16::from_le_bytes([block[0], block[1]]).to_f32();
+                    scales[b * COLS + lane] = WeightFormat::scale(block);
                     let out = &mut values[b * Self::block_bytes(format)..];
                     for (i, four) in block[2..].chunks_exact(GROUP).enumerate() {
                         out[i * COLS * GROUP + lane * GROUP..][..GROUP].copy_from_slice(four);
@@ -74,7 +73,7 @@ impl Q8Panels {
     }
 
     /// `out` (`m × (last − first)`) = `acts` (`m` rows, 8-bit) · Wᵀ for weight rows
-    /// `first..last`; `first` is a multiple of `COLS` and `sums` is `block_sums(acts)`.
+    /// `first..last`; `first` is a multiple of `COLS` and `sums` is `block_sums(acts)` (read for Q4_0 only).
     ///
     /// # Safety
     /// No other thread may write `out`'s values during the call.
@@ -82,7 +81,7 @@ impl Q8Panels {
         let blocks = self.blocks;
         assert!(first % COLS == 0 && first <= last && (last - first) == out.cols() && out.rows() >= m, "panel columns {first}..{last} for a window of {}", out.cols());
         assert!(last.div_ceil(COLS) * blocks * COLS <= self.scales.len(), "panel columns {first}..{last} past the matrix");
-        assert!(acts.k == blocks * BLOCK && acts.values.len() >= m * acts.k && acts.scales.len() >= m * blocks && sums.len() >= m * blocks, "8-bit activations short of {m} rows");
+        assert!(acts.holds(m, blocks * BLOCK) && (self.format != WeightFormat::Q4_0 || sums.len() >= m * blocks), "8-bit activations short of {m} rows");
         let q4 = self.format == WeightFormat::Q4_0;
         let mut col = first;
         while col < last {
@@ -174,7 +173,7 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, ro
     let block_bytes = Q8Panels::block_bytes(if Q4 { WeightFormat::Q4_0 } else { WeightFormat::Q8_0 });
     let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[(rows.first + r) * k..].as_ptr().cast());
     let scales: [&[f32]; R] = std::array::from_fn(|r| &rows.acts.scales[(rows.first + r) * blocks..]);
-    let sums: [&[i32]; R] = std::array::from_fn(|r| &rows.sums[(rows.first + r) * blocks..]);
+    let sums: [&[i32]; R] = std::array::from_fn(|r| if Q4 { &rows.sums[(rows.first + r) * blocks..] } else { &[] });
     let ones = _mm256_set1_epi16(1);
     let nibble = _mm256_set1_epi8(0x0f);
     let mut acc = [[_mm256_setzero_ps(); P]; R];
