@@ -1,6 +1,7 @@
 //! Throughput of our quantized matmul alone, for tuning the tile kernels:
-//! `cargo run --release --no-default-features --example matmul_speed -- [n] [k] [m] [q8]`
-//! (`q8`: activations rounded to 8 bits, as llama.cpp multiplies them)
+//! `cargo run --release --no-default-features --example matmul_speed -- [n] [k] [m] [q8] [Q8_0|Q4_0] [nogemm]`
+//! (`q8`: activations rounded to 8 bits, as llama.cpp multiplies them; a format name: that one
+//! only; `nogemm`: without candle's f32 gemm for comparison)
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,7 +18,9 @@ fn main() -> kvengine::Result<()> {
     let activations = if std::env::args().any(|a| a == "q8") { Activations::Q8 } else { Activations::F32 };
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0).collect();
     let x: Vec<f32> = (0..m * k).map(|i| ((i * 104_729) % 2001) as f32 / 1000.0 - 1.0).collect();
-    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+    let named: Vec<GgmlDType> = [GgmlDType::Q8_0, GgmlDType::Q4_0].into_iter().filter(|d| std::env::args().any(|a| a == format!("{d:?}"))).collect();
+    let dtypes = if named.is_empty() { vec![GgmlDType::Q8_0, GgmlDType::Q4_0] } else { named };
+    for dtype in dtypes {
         let q = Arc::new(QTensor::quantize(&Tensor::from_vec(w.clone(), (n, k), &Device::Cpu)?, dtype)?);
         let Some(ours) = QuantMatrix::new(q, activations) else { continue };
         ours.forward(&x, m)?;
@@ -28,6 +31,9 @@ fn main() -> kvengine::Result<()> {
         }
         let s = t.elapsed().as_secs_f64() / reps as f64;
         println!("{dtype:?} {activations:?} {n}x{k} m={m}: {:.1} us, {:.2} GMAC/s", s * 1e6, (n * k * m) as f64 / s / 1e9);
+    }
+    if std::env::args().any(|a| a == "nogemm") {
+        return Ok(());
     }
     let wt = Tensor::from_vec(w.clone(), (n, k), &Device::Cpu)?;
     let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu)?;

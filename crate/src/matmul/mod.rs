@@ -125,9 +125,9 @@ impl QuantMatrix {
         let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k, if tiles { AMX_ROW_GROUP } else { 1 }));
         let widened = if wide && !tiles && !panels { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        let block_sums = match &rounded {
-            // Only Q4_0's offset of 8 needs them.
-            Some(rounded) if panels && matrices.iter().any(|w| w.format == WeightFormat::Q4_0) => x86_q8_panels::block_sums(rounded),
+        let q4_offsets = match &rounded {
+            // Only Q4_0 reads them.
+            Some(rounded) if panels && matrices.iter().any(|w| w.format == WeightFormat::Q4_0) => x86_q8_panels::q4_offsets(rounded),
             _ => Vec::new(),
         };
         let (rounded, vnni_rows) = if wide || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
@@ -160,7 +160,7 @@ impl QuantMatrix {
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
                     (_, Some(rounded)) if panels => {
                         if let Some(p) = &w.panels {
-                            p.run(first, last, rounded, &block_sums, m, out)
+                            p.run(first, last, rounded, &q4_offsets, m, out)
                         }
                     }
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]

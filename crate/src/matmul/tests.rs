@@ -175,16 +175,18 @@ fn q8_panels_match_the_definition_bit_for_bit() {
         eprintln!("skipped: this CPU multiplies 8-bit activations without the AVX2 panels ({:?}, VNNI {})", kernel(), vnni());
         return;
     }
-    let extreme = |n: usize, k: usize, m: usize| {
-        // One value −1 per block sets Q4_0's scale to 1/8, and +0.875 is then the top nibble.
-        let w: Vec<f32> = (0..n * k).map(|i| if i % BLOCK == 0 { -1.0 } else { 0.875 }).collect();
+    // Q4_0 at the ends of its i16 lanes, every value times ±127: `top`, one value −1 per block
+    // sets the scale to 1/8 and +0.875 is then nibble 15 (w − 8 = 7); else all values +1 give
+    // a scale of −1/8 and nibble 0 (w − 8 = −8).
+    let extreme = |n: usize, k: usize, m: usize, top: bool| {
+        let w: Vec<f32> = (0..n * k).map(|i| if !top { 1.0 } else if i % BLOCK == 0 { -1.0 } else { 0.875 }).collect();
         let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
         (Arc::new(QTensor::quantize(&Tensor::from_vec(w, (n, k), &Device::Cpu).expect("w"), GgmlDType::Q4_0).expect("q")), x)
     };
     let shapes = [(GgmlDType::Q8_0, 37, 2144), (GgmlDType::Q4_0, 37, 2144), (GgmlDType::Q8_0, 8, 64), (GgmlDType::Q4_0, 21, 96)];
     for m in [1, 2, 3, 5, 7, 8, 13, dense::DENSE_MIN_ROWS + 5] {
         let mut cases: Vec<(Arc<QTensor>, Vec<f32>)> = shapes.iter().map(|&(dtype, n, k)| (quantized(dtype, n, k), noise(n as u64 + m as u64, m * k))).collect();
-        cases.push(extreme(19, 256, m));
+        cases.extend([extreme(19, 256, m, true), extreme(19, 256, m, false)]);
         for (tensor, x) in cases {
             let matrix = QuantMatrix::new(tensor, Activations::Q8).expect("supported format");
             let ours = matrix.forward(&x, m).expect("forward");

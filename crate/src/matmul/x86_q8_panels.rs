@@ -5,10 +5,12 @@
 //! per block, and a `maddubs` does 32 multiply-adds where an f32 FMA does 8, at the same rate
 //! on Zen 3. Panels keep the file's bytes per value (Q4_0 stays in nibbles).
 //!
-//! Q4_0 keeps its nibbles unsigned (0..16): a pair of products is then at most 2 × 15 × 127, so
-//! a block's eight `maddubs` add up in i16 and one `madd` widens them; the offset of 8 comes off
-//! once per block as 8 × the activations' block sum. Q8_0's signed bytes take the sign trick
-//! (|w| times a with w's sign) and widen at every step.
+//! Q4_0 keeps its nibbles unsigned (0..16), so `maddubs` takes them as they are, and a block's
+//! products add up in i16 lanes, one `madd` widening them at the end. The offset of 8 is in the
+//! lanes from the start: each begins at −8 × the sum of the activations it will multiply, so it
+//! ends at Σ (w − 8)·a over its 16 values, at most 16 × 8 × 127 in size, which fits; the i16 adds
+//! wrap, so the partial sums on the way may overflow without harm. Q8_0's signed bytes take
+//! the sign trick (|w| times a with w's sign) and widen at every step.
 //!
 //! Each output adds its blocks in order as `portable_q8` does, exact integer dot times the
 //! product of both scales, with a separate multiply and add: the same bits as that definition,
@@ -26,10 +28,15 @@ use super::out_columns::OutColumns;
 const COLS: usize = 8;
 /// Values of one column side by side: what `madd` sums into one i32 lane.
 const GROUP: usize = 4;
-/// Activation rows per tile, at most: Q4_0's six i16 sums per panel fit the 16 vector
-/// registers beside the weights; Q8_0 also holds |w| and widens as it goes, and takes four.
-const ROWS: usize = 6;
-const Q8_ROWS: usize = 4;
+/// Activation rows per tile, at most, by two panels: eight running sums, two weight vectors, a
+/// broadcast and a product fill the 16 vector registers, and the eight f32 totals, touched once
+/// per block, live in memory. Measured against 5 × 2, 6 × 2, 3 × 2, 6 × 1 and 8 × 1 tiles
+/// (single thread, 2048 × 2048 at 8 and 512 rows): none faster, for either format.
+const ROWS: usize = 4;
+/// Bytes of activations one pass over a task's panels reads: a prefill's rows are taken in
+/// chunks that stay in L2 while every panel passes over them (all 512 rows of a 2048-wide
+/// prompt, 1 MiB, came from L3 once per panel pair).
+const ACTS_IN_L2: usize = 128 * 1024;
 
 /// A weight matrix `(n, k)` repacked. Panel p's block b holds, in its i-th 32 bytes, bytes
 /// 4i..4i+4 of the block's values for each of the panel's columns: for Q8_0 (eight vectors)
@@ -73,59 +80,69 @@ impl Q8Panels {
     }
 
     /// `out` (`m × (last − first)`) = `acts` (`m` rows, 8-bit) · Wᵀ for weight rows
-    /// `first..last`; `first` is a multiple of `COLS` and `sums` is `block_sums(acts)` (read for Q4_0 only).
+    /// `first..last`; `first` is a multiple of `COLS` and `offsets` is `q4_offsets(acts)` (read
+    /// for Q4_0 only).
     ///
     /// # Safety
     /// No other thread may write `out`'s values during the call.
-    pub unsafe fn run(&self, first: usize, last: usize, acts: &QuantizedRows, sums: &[i32], m: usize, out: OutColumns) {
+    pub unsafe fn run(&self, first: usize, last: usize, acts: &QuantizedRows, offsets: &[i32], m: usize, out: OutColumns) {
         let blocks = self.blocks;
         assert!(first % COLS == 0 && first <= last && (last - first) == out.cols() && out.rows() >= m, "panel columns {first}..{last} for a window of {}", out.cols());
         assert!(last.div_ceil(COLS) * blocks * COLS <= self.scales.len(), "panel columns {first}..{last} past the matrix");
-        assert!(acts.holds(m, blocks * BLOCK) && (self.format != WeightFormat::Q4_0 || sums.len() >= m * blocks), "8-bit activations short of {m} rows");
+        assert!(acts.holds(m, blocks * BLOCK) && (self.format != WeightFormat::Q4_0 || offsets.len() >= m * blocks), "8-bit activations short of {m} rows");
         let q4 = self.format == WeightFormat::Q4_0;
-        let mut col = first;
-        while col < last {
-            // Two panels per tile while two are left: each broadcast activation then feeds two
-            // `maddubs`.
-            let pair = last - col > COLS;
-            let width = (last - col).min(if pair { 2 * COLS } else { COLS });
-            let panel = Panel {
-                values: self.values[col / COLS * blocks * Self::block_bytes(self.format)..].as_ptr(),
-                scales: self.scales[col / COLS * blocks * COLS..].as_ptr(),
-                blocks,
-            };
-            let mut row = 0;
-            while row < m {
-                let rows = (m - row).min(if q4 { ROWS } else { Q8_ROWS });
-                let at = Rows { acts, sums, first: row };
-                let mut totals = [[0.0f32; 2 * COLS]; ROWS];
-                match (q4, pair) {
-                    (true, true) => tiles::<2, true>(&panel, &at, rows, &mut totals),
-                    (true, false) => tiles::<1, true>(&panel, &at, rows, &mut totals),
-                    (false, true) => tiles::<2, false>(&panel, &at, rows, &mut totals),
-                    (false, false) => tiles::<1, false>(&panel, &at, rows, &mut totals),
+        let chunk = (ACTS_IN_L2 / acts.k).max(ROWS);
+        for chunk_first in (0..m).step_by(chunk) {
+            let chunk_rows = chunk_first..(chunk_first + chunk).min(m);
+            let mut col = first;
+            while col < last {
+                // Two panels per tile while two are left: each broadcast activation then feeds
+                // two `maddubs`.
+                let pair = last - col > COLS;
+                let width = (last - col).min(if pair { 2 * COLS } else { COLS });
+                let panel = Panel {
+                    values: self.values[col / COLS * blocks * Self::block_bytes(self.format)..].as_ptr(),
+                    scales: self.scales[col / COLS * blocks * COLS..].as_ptr(),
+                    blocks,
+                };
+                // Tiles of even height: five rows as 3 + 2, not 4 + 1, a tile that would
+                // unpack every weight for one row.
+                let height = chunk_rows.len().div_ceil(chunk_rows.len().div_ceil(ROWS));
+                for row in chunk_rows.clone().step_by(height) {
+                    let rows = (chunk_rows.end - row).min(height);
+                    let at = Rows { acts, offsets, first: row };
+                    let mut totals = [[0.0f32; 2 * COLS]; ROWS];
+                    match (q4, pair) {
+                        (true, true) => tiles::<2, true>(&panel, &at, rows, &mut totals),
+                        (true, false) => tiles::<1, true>(&panel, &at, rows, &mut totals),
+                        (false, true) => tiles::<2, false>(&panel, &at, rows, &mut totals),
+                        (false, false) => tiles::<1, false>(&panel, &at, rows, &mut totals),
+                    }
+                    for (r, values) in totals[..rows].iter().enumerate() {
+                        out.set_run(row + r, col - first, &values[..width]);
+                    }
                 }
-                for (r, values) in totals[..rows].iter().enumerate() {
-                    out.set_run(row + r, col - first, &values[..width]);
-                }
-                row += rows;
+                col += width;
             }
-            col += width;
         }
     }
 }
 
-/// Each block's sum of 8-bit activation values, row-major: what Q4_0's offset of 8 takes off.
-pub fn block_sums(acts: &QuantizedRows) -> Vec<i32> {
-    acts.values.chunks_exact(BLOCK).map(|block| block.iter().map(|&v| v as i32).sum()).collect()
+/// Per block of 8-bit activations, row-major, where Q4_0's i16 lanes start: the lane pair of
+/// one column as an i32, each −8 × the sum of the 16 values its `maddubs` pairs reach (bytes
+/// 0, 1 of every four for the low lane, 2, 3 for the high one).
+pub fn q4_offsets(acts: &QuantizedRows) -> Vec<i32> {
+    let lane = |block: &[i8], half: usize| -> u32 {
+        let sum: i32 = block.chunks_exact(GROUP).map(|four| four[2 * half] as i32 + four[2 * half + 1] as i32).sum();
+        (-8 * sum) as i16 as u16 as u32
+    };
+    acts.values.chunks_exact(BLOCK).map(|block| (lane(block, 0) | lane(block, 1) << 16) as i32).collect()
 }
 
 /// `count` (at most `ROWS`) activation rows times `P` panels, into `totals`.
 #[inline(always)]
 unsafe fn tiles<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut [[f32; 2 * COLS]; ROWS]) {
     match count {
-        6 => tile::<6, P, Q4>(panel, rows, totals),
-        5 => tile::<5, P, Q4>(panel, rows, totals),
         4 => tile::<4, P, Q4>(panel, rows, totals),
         3 => tile::<3, P, Q4>(panel, rows, totals),
         2 => tile::<2, P, Q4>(panel, rows, totals),
@@ -143,7 +160,7 @@ struct Panel {
 /// The activation rows of one tile, from `first`.
 struct Rows<'a> {
     acts: &'a QuantizedRows,
-    sums: &'a [i32],
+    offsets: &'a [i32],
     first: usize,
 }
 
@@ -156,14 +173,23 @@ unsafe fn step<const R: usize, const P: usize, const Q4: bool>(w: [__m256i; P], 
         let a = _mm256_set1_epi32(acts[r].add(at).cast::<i32>().read_unaligned());
         for p in 0..P {
             if Q4 {
-                // At most 8 × 2 × 15 × 127 = 30480 per i16 lane over the block.
-                dots[r][p] = _mm256_add_epi16(dots[r][p], _mm256_maddubs_epi16(w[p], a));
+                dots[r][p] = pinned(_mm256_add_epi16(dots[r][p], _mm256_maddubs_epi16(w[p], a)));
             } else {
                 let pairs = _mm256_maddubs_epi16(abs_w[p], _mm256_sign_epi8(a, w[p]));
-                dots[r][p] = _mm256_add_epi32(dots[r][p], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+                dots[r][p] = pinned(_mm256_add_epi32(dots[r][p], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))));
             }
         }
     }
+}
+
+/// `v`, through an empty `asm!` that LLVM cannot see into: a block's running sums then stay
+/// chains of adds. Left to itself, LLVM regroups the adds into trees whose partial sums
+/// outnumber the 16 vector registers, and spills them.
+#[inline(always)]
+fn pinned(mut v: __m256i) -> __m256i {
+    // SAFETY: the template is a comment; `v` stays as it was.
+    unsafe { std::arch::asm!("/* {0} */", inout(ymm_reg) v, options(pure, nomem, nostack, preserves_flags)) };
+    v
 }
 
 /// `R` activation rows times `P` panels of eight columns, over every block.
@@ -172,8 +198,10 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, ro
     let (k, blocks) = (rows.acts.k, panel.blocks);
     let block_bytes = Q8Panels::block_bytes(if Q4 { WeightFormat::Q4_0 } else { WeightFormat::Q8_0 });
     let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[(rows.first + r) * k..].as_ptr().cast());
-    let scales: [&[f32]; R] = std::array::from_fn(|r| &rows.acts.scales[(rows.first + r) * blocks..]);
-    let sums: [&[i32]; R] = std::array::from_fn(|r| if Q4 { &rows.sums[(rows.first + r) * blocks..] } else { &[] });
+    // Pointers, not slices: `run` checked that every row's blocks are there, and bounds checks
+    // in the loop would hold registers.
+    let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[(rows.first + r) * blocks..].as_ptr());
+    let offsets: [*const i32; R] = std::array::from_fn(|r| if Q4 { rows.offsets[(rows.first + r) * blocks..].as_ptr() } else { std::ptr::null() });
     let ones = _mm256_set1_epi16(1);
     let nibble = _mm256_set1_epi8(0x0f);
     let mut acc = [[_mm256_setzero_ps(); P]; R];
@@ -187,7 +215,7 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, ro
             _mm_prefetch::<_MM_HINT_T0>(block[line / block_bytes].wrapping_add(ahead + line % block_bytes) as *const i8);
         }
         let load = |i: usize| -> [__m256i; P] { std::array::from_fn(|p| _mm256_loadu_si256(block[p].add(i * COLS * GROUP) as *const __m256i)) };
-        let mut dots = [[_mm256_setzero_si256(); P]; R];
+        let mut dots: [[__m256i; P]; R] = std::array::from_fn(|r| [if Q4 { _mm256_set1_epi32(*offsets[r].add(b)) } else { _mm256_setzero_si256() }; P]);
         if Q4 {
             for i in 0..BLOCK / 2 / GROUP {
                 let packed = load(i);
@@ -202,8 +230,8 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, ro
         for p in 0..P {
             let weight_scales = _mm256_loadu_ps(panel.scales.add((p * blocks + b) * COLS));
             for r in 0..R {
-                let dot = if Q4 { _mm256_sub_epi32(_mm256_madd_epi16(dots[r][p], ones), _mm256_set1_epi32(8 * sums[r][b])) } else { dots[r][p] };
-                let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(scales[r][b]));
+                let dot = if Q4 { _mm256_madd_epi16(dots[r][p], ones) } else { dots[r][p] };
+                let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(*scales[r].add(b)));
                 acc[r][p] = _mm256_add_ps(acc[r][p], _mm256_mul_ps(_mm256_cvtepi32_ps(dot), scale));
             }
         }
