@@ -13,7 +13,7 @@
 //! the sign trick (|w| times a with w's sign) and widen at every step.
 //!
 //! Each output adds its blocks in order as `portable_q8` does, exact integer dot times the
-//! product of both scales, with a separate multiply and add: the same bits as that definition,
+//! product of both scales, in one fused multiply-add: the same bits as that definition,
 //! whichever road, tile height or batch a row goes through.
 
 use std::arch::x86_64::*;
@@ -232,7 +232,7 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, ro
             for r in 0..R {
                 let dot = if Q4 { _mm256_madd_epi16(dots[r][p], ones) } else { dots[r][p] };
                 let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(*scales[r].add(b)));
-                acc[r][p] = _mm256_add_ps(acc[r][p], _mm256_mul_ps(_mm256_cvtepi32_ps(dot), scale));
+                acc[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][p]);
             }
         }
     }
