@@ -26,8 +26,8 @@ export interface ModelLoadOptions {
    * full precision, so prefix reuse, batching and streaming give the same tokens as one pass.
    * 'q8' rounds them to 8-bit blocks first, as llama.cpp does: prefill and decode run faster
    * (1.2–2× on AVX2, see BENCHMARKS.md), but, as with llama.cpp, a token's logits can then depend
-   * on how it was grouped with others. On AVX2 CPUs without VNNI it also holds a repacked copy of
-   * the quantized weights, made at load.
+   * on how it was grouped with others. On AVX2 CPUs without VNNI the quantized weights are
+   * repacked at load, in place of the file's layout (no more memory than 'f32').
    */
   activations?: 'f32' | 'q8'
 }

@@ -36,15 +36,20 @@ use crate::error::{Error, Result};
 
 /// A weight matrix `(n, k)` in a block format our kernels read.
 pub struct QuantMatrix {
-    tensor: Arc<QTensor>,
+    stored: Stored,
     format: WeightFormat,
     n: usize,
     k: usize,
     activations: Activations,
-    /// The weights repacked for 8-bit activations, on CPUs whose both roads multiply them in
-    /// AVX2 panels (`x86_q8_panels.rs`).
+}
+
+/// Where a matrix's weights live: in the file's blocks, or, on CPUs whose both roads multiply
+/// 8-bit activations in AVX2 panels (`x86_q8_panels.rs`), only in the panels repacked from
+/// them at load, so that 8-bit activations cost no second copy of the model.
+enum Stored {
+    File(Arc<QTensor>),
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    panels: Option<x86_q8_panels::Q8Panels>,
+    Panels(x86_q8_panels::Q8Panels),
 }
 
 impl QuantMatrix {
@@ -59,28 +64,44 @@ impl QuantMatrix {
         if k == 0 || k % BLOCK != 0 {
             return None;
         }
-        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        let panels = match activations {
-            Activations::Q8 if q8_panels() => Some(x86_q8_panels::Q8Panels::pack(format, &tensor.data().ok()?, n, k)),
-            _ => None,
-        };
-        Some(Self {
-            tensor,
-            format,
-            n,
-            k,
-            activations,
+        let stored = match activations {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            panels,
+            Activations::Q8 if q8_panels() => Stored::Panels(x86_q8_panels::Q8Panels::pack(format, &tensor.data().ok()?, n, k)),
+            _ => Stored::File(tensor),
+        };
+        Some(Self { stored, format, n, k, activations })
+    }
+
+    /// Whether this matrix multiplies 8-bit activations in AVX2 panels, which are then its
+    /// only copy: `file_bytes` and `file_tensor` rebuild the file's blocks from them.
+    pub fn has_panels(&self) -> bool {
+        !matches!(self.stored, Stored::File(_))
+    }
+
+    /// The weights in the file's blocks: borrowed, or unpacked from the panels.
+    pub fn file_bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>> {
+        Ok(match &self.stored {
+            Stored::File(tensor) => tensor.data()?,
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Stored::Panels(panels) => panels.unpack().into(),
         })
     }
 
-    /// Whether this matrix multiplies 8-bit activations in AVX2 panels.
-    fn has_panels(&self) -> bool {
-        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        return self.panels.is_some();
-        #[allow(unreachable_code)]
-        false
+    /// The weights as candle's tensor, for its matmul (the reference path): rebuilt from the
+    /// panels where those are the only copy.
+    pub fn file_tensor(&self) -> Result<Arc<QTensor>> {
+        match &self.stored {
+            Stored::File(tensor) => Ok(tensor.clone()),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Stored::Panels(panels) => {
+                let dtype = match self.format {
+                    WeightFormat::Q8_0 => GgmlDType::Q8_0,
+                    WeightFormat::Q4_0 => GgmlDType::Q4_0,
+                };
+                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(dtype, &panels.unpack(), vec![self.n, self.k], &candle_core::Device::Cpu)?;
+                Ok(Arc::new(tensor))
+            }
+        }
     }
 
     pub fn out_features(&self) -> usize {
@@ -137,7 +158,8 @@ impl QuantMatrix {
             (None, None, Some(rounded)) => (x, Input::Q8(rounded)),
             (None, None, None) => (x, Input::F32(x)),
         };
-        let data = matrices.iter().map(|w| w.tensor.data()).collect::<candle_core::Result<Vec<_>>>()?;
+        // The panels' kernel reads no file blocks (and they are not kept).
+        let data = matrices.iter().map(|w| if panels { Ok(Default::default()) } else { w.file_bytes() }).collect::<Result<Vec<_>>>()?;
         let total: usize = matrices.iter().map(|w| w.n).sum();
         let row_bytes = matrices.iter().map(|w| w.format.row_bytes(w.k)).max().unwrap_or(1);
         let chunk = if wide { dense::panel_columns(total) } else { column_chunk(total, m, row_bytes) };
@@ -152,14 +174,14 @@ impl QuantMatrix {
         tasks.par_iter().for_each(|&(i, first, last)| {
             let w = matrices[i];
             let row_bytes = w.format.row_bytes(w.k);
-            let weights = &data[i][first * row_bytes..last * row_bytes];
+            let weights: &[u8] = if panels { &[] } else { &data[i][first * row_bytes..last * row_bytes] };
             let out = windows[i].columns(first, last);
             // SAFETY: every task got its own column range of its matrix's window.
             unsafe {
                 match (wide, &rounded) {
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
                     (_, Some(rounded)) if panels => {
-                        if let Some(p) = &w.panels {
+                        if let Stored::Panels(p) = &w.stored {
                             p.run(first, last, rounded, &q4_offsets, m, out)
                         }
                     }

@@ -97,7 +97,7 @@ fn kernels_for(matrix: &QuantMatrix) -> Vec<Kernel> {
 
 /// `x` through one kernel, as f32 or rounded to 8 bits as `matrix` asks.
 fn run_kernel(kernel: Kernel, matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
-    let data = matrix.tensor.data().expect("data");
+    let data = matrix.file_bytes().expect("data");
     let row_bytes = matrix.format.row_bytes(matrix.k);
     let mut out = vec![0.0; m * matrix.n];
     let rounded = VnniRows::new(QuantizedRows::quantize(x, matrix.k, 1));
@@ -193,5 +193,23 @@ fn q8_panels_match_the_definition_bit_for_bit() {
             let definition = run_kernel(Kernel::Portable, &matrix, &x, m);
             assert!(ours == definition, "{:?} {m}x{}x{}: the panels left the definition", matrix.format, matrix.n, matrix.k);
         }
+    }
+}
+
+/// The panels are a matrix's only copy with 8-bit activations, so the reference path and the
+/// definition read the file's blocks rebuilt from them: byte for byte what the file held.
+#[test]
+fn panels_give_back_the_files_blocks() {
+    if !q8_panels() {
+        eprintln!("skipped: this CPU multiplies 8-bit activations without the AVX2 panels");
+        return;
+    }
+    for (dtype, n, k) in [(GgmlDType::Q8_0, 37, 2144), (GgmlDType::Q4_0, 37, 2144), (GgmlDType::Q4_0, 8, 32)] {
+        let tensor = quantized(dtype, n, k);
+        let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("supported format");
+        assert!(matrix.has_panels());
+        let file = tensor.data().expect("data");
+        assert!(matrix.file_bytes().expect("unpacked") == file, "{dtype:?} {n}x{k}: the unpacked blocks differ from the file's");
+        assert!(matrix.file_tensor().expect("rebuilt").data().expect("data") == file, "{dtype:?} {n}x{k}: the rebuilt tensor differs");
     }
 }

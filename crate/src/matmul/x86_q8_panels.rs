@@ -41,12 +41,14 @@ const ACTS_IN_L2: usize = 128 * 1024;
 /// A weight matrix `(n, k)` repacked. Panel p's block b holds, in its i-th 32 bytes, bytes
 /// 4i..4i+4 of the block's values for each of the panel's columns: for Q8_0 (eight vectors)
 /// values 4i..4i+4; for Q4_0 (four vectors, the file's nibbles) values 4i..4i+4 in the low
-/// nibbles and 16+4i..16+4i+4 in the high ones. Then the scales, `COLS` per panel and block.
+/// nibbles and 16+4i..16+4i+4 in the high ones. Then the scales, `COLS` per panel and block,
+/// kept as the file's f16 bits: a batch-1 decode reads every byte of them from memory.
 pub struct Q8Panels {
     format: WeightFormat,
+    n: usize,
     blocks: usize,
     values: Vec<u8>,
-    scales: Vec<f32>,
+    scales: Vec<u16>,
 }
 
 impl Q8Panels {
@@ -58,12 +60,12 @@ impl Q8Panels {
         let panels = n.div_ceil(COLS);
         // Columns past the last are zero, with a zero scale: their outputs are never stored.
         let mut values = vec![0u8; panels * panel_bytes];
-        let mut scales = vec![0.0f32; panels * blocks * COLS];
+        let mut scales = vec![0u16; panels * blocks * COLS];
         values.par_chunks_mut(panel_bytes).zip(scales.par_chunks_mut(blocks * COLS)).enumerate().for_each(|(panel, (values, scales))| {
             let first = panel * COLS;
             for (lane, row) in data[first * row_bytes..(first + COLS).min(n) * row_bytes].chunks_exact(row_bytes).enumerate() {
                 for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
-                    scales[b * COLS + lane] = WeightFormat::scale(block);
+                    scales[b * COLS + lane] = u16::from_le_bytes([block[0], block[1]]);
                     let out = &mut values[b * Self::block_bytes(format)..];
                     for (i, four) in block[2..].chunks_exact(GROUP).enumerate() {
                         out[i * COLS * GROUP + lane * GROUP..][..GROUP].copy_from_slice(four);
@@ -71,7 +73,27 @@ impl Q8Panels {
                 }
             }
         });
-        Self { format, blocks, values, scales }
+        Self { format, n, blocks, values, scales }
+    }
+
+    /// The matrix back in the file's blocks, for the reference path and tests: the panels are
+    /// the only copy kept.
+    pub fn unpack(&self) -> Vec<u8> {
+        let row_bytes = self.format.row_bytes(self.blocks * BLOCK);
+        let block_bytes = Self::block_bytes(self.format);
+        let mut data = vec![0u8; self.n * row_bytes];
+        for (col, row) in data.chunks_exact_mut(row_bytes).enumerate() {
+            let (panel, lane) = (col / COLS, col % COLS);
+            for (b, block) in row.chunks_exact_mut(self.format.block_bytes()).enumerate() {
+                let at = panel * self.blocks + b;
+                block[..2].copy_from_slice(&self.scales[at * COLS + lane].to_le_bytes());
+                let values = &self.values[at * block_bytes..];
+                for (i, four) in block[2..].chunks_exact_mut(GROUP).enumerate() {
+                    four.copy_from_slice(&values[i * COLS * GROUP + lane * GROUP..][..GROUP]);
+                }
+            }
+        }
+        data
     }
 
     /// Bytes of one panel's block.
@@ -153,7 +175,7 @@ unsafe fn tiles<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, coun
 /// A panel's repacked blocks and scales; the next panel follows `blocks` blocks later.
 struct Panel {
     values: *const u8,
-    scales: *const f32,
+    scales: *const u16,
     blocks: usize,
 }
 
@@ -228,7 +250,7 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, ro
             }
         }
         for p in 0..P {
-            let weight_scales = _mm256_loadu_ps(panel.scales.add((p * blocks + b) * COLS));
+            let weight_scales = _mm256_cvtph_ps(_mm_loadu_si128(panel.scales.add((p * blocks + b) * COLS).cast()));
             for r in 0..R {
                 let dot = if Q4 { _mm256_madd_epi16(dots[r][p], ones) } else { dots[r][p] };
                 let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(*scales[r].add(b)));

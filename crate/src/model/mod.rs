@@ -25,7 +25,9 @@ pub use block::{Block, BlockLoader};
 /// A projection. Block formats with a kernel of ours (`matmul`) run on it; candle's matmul on
 /// the same weights is the reference path, and the fast path for every other format.
 struct Linear {
-    weight: QMatMul,
+    /// candle's matmul; `None` where `fast` holds the only copy of the weights (8-bit panels),
+    /// from which the reference path rebuilds it.
+    weight: Option<QMatMul>,
     fast: Option<QuantMatrix>,
     bias: Option<Tensor>,
 }
@@ -47,7 +49,11 @@ impl Linear {
             Weight::Quantized(q) => QuantMatrix::new(q.clone(), activations),
             Weight::Dense(_) => None,
         };
-        Ok(Self { weight: weight.into_matmul()?, fast, bias })
+        let weight = match &fast {
+            Some(fast) if fast.has_panels() => None,
+            _ => Some(weight.into_matmul()?),
+        };
+        Ok(Self { weight, fast, bias })
     }
 
     fn forward(&self, x: &Tensor, runs: &RowRuns) -> Result<Tensor> {
@@ -80,7 +86,12 @@ impl Linear {
 
     /// candle's matmul, whatever the format.
     fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
-        self.add_bias(self.weight.forward(x)?)
+        let y = match (&self.weight, &self.fast) {
+            (Some(weight), _) => weight.forward(x)?,
+            (None, Some(fast)) => QMatMul::from_arc(fast.file_tensor()?)?.forward(x)?,
+            (None, None) => return Err(Error::new(ErrorKind::Internal, "a projection without weights")),
+        };
+        self.add_bias(y)
     }
 
     fn add_bias(&self, y: Tensor) -> Result<Tensor> {
