@@ -2,6 +2,7 @@
 //! scale in front. Q8_0 stores the 32 values as i8; Q4_0 packs them in 16 bytes as unsigned
 //! nibbles with an offset of 8 (low nibbles are values 0..16, high nibbles 16..32).
 
+use candle_core::quantized::GgmlDType;
 use half::f16;
 
 /// Values per block in every format here.
@@ -14,6 +15,23 @@ pub enum WeightFormat {
 }
 
 impl WeightFormat {
+    /// The format of candle's quantized tensors of this type, where our kernels read it.
+    pub fn of(dtype: GgmlDType) -> Option<Self> {
+        match dtype {
+            GgmlDType::Q8_0 => Some(Self::Q8_0),
+            GgmlDType::Q4_0 => Some(Self::Q4_0),
+            _ => None,
+        }
+    }
+
+    /// candle's name for this format.
+    pub fn dtype(self) -> GgmlDType {
+        match self {
+            Self::Q8_0 => GgmlDType::Q8_0,
+            Self::Q4_0 => GgmlDType::Q4_0,
+        }
+    }
+
     pub const fn block_bytes(self) -> usize {
         match self {
             Self::Q8_0 => 2 + BLOCK,
@@ -31,14 +49,9 @@ impl WeightFormat {
         row_bytes / self.block_bytes() * BLOCK
     }
 
-    /// A block's scale: the f16 in front of its values.
-    pub fn scale(block: &[u8]) -> f32 {
-        f16::from_le_bytes([block[0], block[1]]).to_f32()
-    }
-
     /// The block's scale and its 32 values as signed integers (the portable path and tests).
     pub fn decode(self, block: &[u8]) -> (f32, [i8; BLOCK]) {
-        let scale = Self::scale(block);
+        let scale = f16::from_le_bytes([block[0], block[1]]).to_f32();
         let mut values = [0i8; BLOCK];
         match self {
             Self::Q8_0 => values.iter_mut().zip(&block[2..2 + BLOCK]).for_each(|(v, &b)| *v = b as i8),

@@ -24,7 +24,7 @@ mod x86_vnni;
 
 use std::sync::{Arc, OnceLock};
 
-use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::quantized::QTensor;
 use rayon::prelude::*;
 
 pub use activations::{Activations, QuantizedRows, VnniRows};
@@ -55,11 +55,7 @@ enum Stored {
 impl QuantMatrix {
     /// `None` when the tensor's format has no kernel here (the caller keeps candle's).
     pub fn new(tensor: Arc<QTensor>, activations: Activations) -> Option<Self> {
-        let format = match tensor.dtype() {
-            GgmlDType::Q8_0 => WeightFormat::Q8_0,
-            GgmlDType::Q4_0 => WeightFormat::Q4_0,
-            _ => return None,
-        };
+        let format = WeightFormat::of(tensor.dtype())?;
         let (n, k) = tensor.shape().dims2().ok()?;
         if k == 0 || k % BLOCK != 0 {
             return None;
@@ -94,11 +90,7 @@ impl QuantMatrix {
             Stored::File(tensor) => Ok(tensor.clone()),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             Stored::Panels(panels) => {
-                let dtype = match self.format {
-                    WeightFormat::Q8_0 => GgmlDType::Q8_0,
-                    WeightFormat::Q4_0 => GgmlDType::Q4_0,
-                };
-                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(dtype, &panels.unpack(), vec![self.n, self.k], &candle_core::Device::Cpu)?;
+                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(self.format.dtype(), &panels.unpack(), vec![self.n, self.k], &candle_core::Device::Cpu)?;
                 Ok(Arc::new(tensor))
             }
         }

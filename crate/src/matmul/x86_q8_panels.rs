@@ -116,6 +116,9 @@ impl Q8Panels {
         let chunk = (ACTS_IN_L2 / acts.k).max(ROWS);
         for chunk_first in (0..m).step_by(chunk) {
             let chunk_rows = chunk_first..(chunk_first + chunk).min(m);
+            // Tiles of even height: five rows as 3 + 2, not 4 + 1, a tile that would unpack
+            // every weight for one row.
+            let height = chunk_rows.len().div_ceil(chunk_rows.len().div_ceil(ROWS));
             let mut col = first;
             while col < last {
                 // Two panels per tile while two are left: each broadcast activation then feeds
@@ -127,9 +130,6 @@ impl Q8Panels {
                     scales: self.scales[col / COLS * blocks * COLS..].as_ptr(),
                     blocks,
                 };
-                // Tiles of even height: five rows as 3 + 2, not 4 + 1, a tile that would
-                // unpack every weight for one row.
-                let height = chunk_rows.len().div_ceil(chunk_rows.len().div_ceil(ROWS));
                 for row in chunk_rows.clone().step_by(height) {
                     let rows = (chunk_rows.end - row).min(height);
                     let at = Rows { acts, offsets, first: row };
