@@ -3,6 +3,7 @@
 //! AVX2 versions where the build targets it, a portable definition beside each, and the same
 //! `KVENGINE_KERNEL=portable` switch as the matmul to run the portable ones.
 
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 use crate::matmul::{kernel, Kernel};
 
 /// `scores[j] = scale · (q · key_j)`, key `j` at `keys[j * stride..][..q.len()]`.

@@ -264,6 +264,7 @@ pub fn kernel() -> Kernel {
 /// Whether 8-bit activations run on the AVX-512 VNNI kernel: on CPUs that have it, unless a
 /// lesser kernel was asked for (`KVENGINE_KERNEL`).
 pub fn vnni() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     static VNNI: OnceLock<bool> = OnceLock::new();
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     return *VNNI.get_or_init(|| kernel() == Kernel::Avx512 && x86_vnni::available());
