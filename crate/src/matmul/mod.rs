@@ -130,20 +130,18 @@ impl QuantMatrix {
 
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
         let q8 = matrices.first().is_some_and(|w| w.activations == Activations::Q8);
-        // 8-bit activations: AVX2 panels on both roads where the CPU has no VNNI; else the
-        // wide road multiplies bytes in AMX tiles where it has them, or f32 (the rounded
-        // values widened back), and the narrow one runs the VNNI tile.
+        // 8-bit activations: panels on both roads where the CPU has no AMX; else the wide
+        // road multiplies bytes in AMX tiles and the narrow one runs the VNNI tile.
         let panels = q8 && matrices.iter().all(|w| w.has_panels());
         let tiles = wide && q8 && !panels && amx();
         let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k, if tiles { AMX_ROW_GROUP } else { 1 }));
         let widened = if wide && !tiles && !panels { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        let q4_offsets = match &rounded {
-            // Only Q4_0 reads them.
-            Some(rounded) if panels && matrices.iter().any(|w| w.format == WeightFormat::Q4_0) => x86_q8_panels::q4_offsets(rounded),
+        let offsets = match &rounded {
+            Some(rounded) if panels => x86_q8_panels::offsets(rounded, matrices.iter().any(|w| w.format == WeightFormat::Q4_0)),
             _ => Vec::new(),
         };
-        let (rounded, vnni_rows) = if wide || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
+        let (rounded, vnni_rows) = if wide || panels || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
         let (x, input) = match (&widened, &vnni_rows, &rounded) {
             (Some(widened), _, _) => (widened.as_slice(), Input::F32(widened)),
             (None, Some(rows), _) => (x, Input::Vnni(rows)),
@@ -174,7 +172,7 @@ impl QuantMatrix {
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
                     (_, Some(rounded)) if panels => {
                         if let Stored::Panels(p) = &w.stored {
-                            p.run(first, last, rounded, &q4_offsets, m, out)
+                            p.run(first, last, rounded, &offsets, m, out)
                         }
                     }
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -281,12 +279,13 @@ pub fn amx() -> bool {
     false
 }
 
-/// Whether 8-bit activations multiply weights repacked into AVX2 panels (`x86_q8_panels.rs`)
-/// on both roads: on SIMD kernels without VNNI, whose own tile (`x86_vnni.rs`) takes the
-/// file's blocks as they are. `KVENGINE_KERNEL=portable` runs the plain definition instead.
+/// Whether 8-bit activations multiply weights repacked into panels (`x86_q8_panels.rs`) on
+/// both roads: on SIMD kernels of CPUs without AMX, whose wide road (`amx.rs`) and VNNI tile
+/// (`x86_vnni.rs`) take the file's blocks as they are. `KVENGINE_KERNEL=portable` runs the
+/// plain definition instead.
 pub fn q8_panels() -> bool {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    return kernel() != Kernel::Portable && !vnni();
+    return kernel() != Kernel::Portable && !amx();
     #[allow(unreachable_code)]
     false
 }

@@ -1,4 +1,4 @@
-//! 8-bit activations on AVX2 CPUs without VNNI, on both roads. At load, each weight matrix is
+//! 8-bit activations on x86 CPUs without AMX, on both roads. At load, each weight matrix is
 //! repacked into panels of eight columns with four consecutive values of every column side by
 //! side (32 bytes), so one `maddubs` multiplies four values of an activation row, broadcast,
 //! into all eight columns, and each column's sum builds up in its own lane: no horizontal sums
@@ -12,6 +12,12 @@
 //! wrap, so the partial sums on the way may overflow without harm. Q8_0's signed bytes take
 //! the sign trick (|w| times a with w's sign) and widen at every step.
 //!
+//! With AVX-512 VNNI (Zen 4, Ice Lake and later) one `vpdpbusd` does what `maddubs` and its
+//! widening do, into i32 lanes that cannot overflow, so both formats take one road: the weights
+//! are the unsigned side (Q4_0's nibbles as they are, Q8_0's bytes biased by 128), and each
+//! lane starts at −offset × the sum of the block's activations (offset 8 or 128), which cancels
+//! the bias. The vector registers double to 32, so the tiles grow to `VNNI_ROWS` rows.
+//!
 //! Each output adds its blocks in order as `portable_q8` does, exact integer dot times the
 //! product of both scales, in one fused multiply-add: the same bits as that definition,
 //! whichever road, tile height or batch a row goes through.
@@ -23,6 +29,7 @@ use rayon::prelude::*;
 use super::activations::QuantizedRows;
 use super::formats::{WeightFormat, BLOCK};
 use super::out_columns::OutColumns;
+use super::vnni;
 
 /// Columns per panel: the lanes of one vector of i32.
 const COLS: usize = 8;
@@ -33,6 +40,9 @@ const GROUP: usize = 4;
 /// per block, live in memory. Measured against 5 × 2, 6 × 2, 3 × 2, 6 × 1 and 8 × 1 tiles
 /// (single thread, 2048 × 2048 at 8 and 512 rows): none faster, for either format.
 const ROWS: usize = 4;
+/// The same on the VNNI road, whose 32 registers hold the f32 totals too: 12 running sums, 12
+/// totals, two weight vectors and a broadcast at 6 × 2.
+const VNNI_ROWS: usize = 6;
 /// Bytes of activations one pass over a task's panels reads: a prefill's rows are taken in
 /// chunks that stay in L2 while every panel passes over them (all 512 rows of a 2048-wide
 /// prompt, 1 MiB, came from L3 once per panel pair).
@@ -102,8 +112,8 @@ impl Q8Panels {
     }
 
     /// `out` (`m × (last − first)`) = `acts` (`m` rows, 8-bit) · Wᵀ for weight rows
-    /// `first..last`; `first` is a multiple of `COLS` and `offsets` is `q4_offsets(acts)` (read
-    /// for Q4_0 only).
+    /// `first..last`; `first` is a multiple of `COLS` and `offsets` is `offsets(acts, …)`, with
+    /// `q4` true for a Q4_0 matrix.
     ///
     /// # Safety
     /// No other thread may write `out`'s values during the call.
@@ -111,14 +121,17 @@ impl Q8Panels {
         let blocks = self.blocks;
         assert!(first % COLS == 0 && first <= last && (last - first) == out.cols() && out.rows() >= m, "panel columns {first}..{last} for a window of {}", out.cols());
         assert!(last.div_ceil(COLS) * blocks * COLS <= self.scales.len(), "panel columns {first}..{last} past the matrix");
-        assert!(acts.holds(m, blocks * BLOCK) && (self.format != WeightFormat::Q4_0 || offsets.len() >= m * blocks), "8-bit activations short of {m} rows");
+        let reads_offsets = vnni() || self.format == WeightFormat::Q4_0;
+        assert!(acts.holds(m, blocks * BLOCK) && (!reads_offsets || offsets.len() >= m * blocks), "8-bit activations short of {m} rows");
         let q4 = self.format == WeightFormat::Q4_0;
-        let chunk = (ACTS_IN_L2 / acts.k).max(ROWS);
+        let vnni = vnni();
+        let most = if vnni { VNNI_ROWS } else { ROWS };
+        let chunk = (ACTS_IN_L2 / acts.k).max(most);
         for chunk_first in (0..m).step_by(chunk) {
             let chunk_rows = chunk_first..(chunk_first + chunk).min(m);
             // Tiles of even height: five rows as 3 + 2, not 4 + 1, a tile that would unpack
             // every weight for one row.
-            let height = chunk_rows.len().div_ceil(chunk_rows.len().div_ceil(ROWS));
+            let height = chunk_rows.len().div_ceil(chunk_rows.len().div_ceil(most));
             let mut col = first;
             while col < last {
                 // Two panels per tile while two are left: each broadcast activation then feeds
@@ -133,12 +146,16 @@ impl Q8Panels {
                 for row in chunk_rows.clone().step_by(height) {
                     let rows = (chunk_rows.end - row).min(height);
                     let at = Rows { acts, offsets, first: row };
-                    let mut totals = [[0.0f32; 2 * COLS]; ROWS];
-                    match (q4, pair) {
-                        (true, true) => tiles::<2, true>(&panel, &at, rows, &mut totals),
-                        (true, false) => tiles::<1, true>(&panel, &at, rows, &mut totals),
-                        (false, true) => tiles::<2, false>(&panel, &at, rows, &mut totals),
-                        (false, false) => tiles::<1, false>(&panel, &at, rows, &mut totals),
+                    let mut totals: Totals = [[0.0f32; 2 * COLS]; TOTALS_ROWS];
+                    match (vnni, q4, pair) {
+                        (true, true, true) => tiles_vnni::<2, true>(&panel, &at, rows, &mut totals),
+                        (true, true, false) => tiles_vnni::<1, true>(&panel, &at, rows, &mut totals),
+                        (true, false, true) => tiles_vnni::<2, false>(&panel, &at, rows, &mut totals),
+                        (true, false, false) => tiles_vnni::<1, false>(&panel, &at, rows, &mut totals),
+                        (false, true, true) => tiles::<2, true>(&panel, &at, rows, &mut totals),
+                        (false, true, false) => tiles::<1, true>(&panel, &at, rows, &mut totals),
+                        (false, false, true) => tiles::<2, false>(&panel, &at, rows, &mut totals),
+                        (false, false, false) => tiles::<1, false>(&panel, &at, rows, &mut totals),
                     }
                     for (r, values) in totals[..rows].iter().enumerate() {
                         out.set_run(row + r, col - first, &values[..width]);
@@ -150,10 +167,18 @@ impl Q8Panels {
     }
 }
 
-/// Per block of 8-bit activations, row-major, where Q4_0's i16 lanes start: the lane pair of
-/// one column as an i32, each −8 × the sum of the 16 values its `maddubs` pairs reach (bytes
-/// 0, 1 of every four for the low lane, 2, 3 for the high one).
-pub fn q4_offsets(acts: &QuantizedRows) -> Vec<i32> {
+/// What the tiles start each block's sums from, per block of 8-bit activations, row-major. On
+/// the VNNI road the sum of the block's values (both formats). On AVX2, where Q4_0's i16 lanes
+/// start: the lane pair of one column as an i32, each −8 × the sum of the 16 values its
+/// `maddubs` pairs reach (bytes 0, 1 of every four for the low lane, 2, 3 for the high one);
+/// Q8_0 reads none, so without a Q4_0 matrix there are none.
+pub fn offsets(acts: &QuantizedRows, q4: bool) -> Vec<i32> {
+    if vnni() {
+        return acts.values.chunks_exact(BLOCK).map(|block| block.iter().map(|&v| v as i32).sum()).collect();
+    }
+    if !q4 {
+        return Vec::new();
+    }
     let lane = |block: &[i8], half: usize| -> u32 {
         let sum: i32 = block.chunks_exact(GROUP).map(|four| four[2 * half] as i32 + four[2 * half + 1] as i32).sum();
         (-8 * sum) as i16 as u16 as u32
@@ -161,16 +186,34 @@ pub fn q4_offsets(acts: &QuantizedRows) -> Vec<i32> {
     acts.values.chunks_exact(BLOCK).map(|block| (lane(block, 0) | lane(block, 1) << 16) as i32).collect()
 }
 
+/// Rows of a tile on each road, at most; `totals` has room for the taller.
+const TOTALS_ROWS: usize = VNNI_ROWS;
+
 /// `count` (at most `ROWS`) activation rows times `P` panels, into `totals`.
 #[inline(always)]
-unsafe fn tiles<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut [[f32; 2 * COLS]; ROWS]) {
+unsafe fn tiles<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut Totals) {
     match count {
-        4 => tile::<4, P, Q4>(panel, rows, totals),
-        3 => tile::<3, P, Q4>(panel, rows, totals),
-        2 => tile::<2, P, Q4>(panel, rows, totals),
-        _ => tile::<1, P, Q4>(panel, rows, totals),
+        4 => tile::<4, P, Q4, false>(panel, rows, totals),
+        3 => tile::<3, P, Q4, false>(panel, rows, totals),
+        2 => tile::<2, P, Q4, false>(panel, rows, totals),
+        _ => tile::<1, P, Q4, false>(panel, rows, totals),
     }
 }
+
+/// `tiles` on the VNNI road: compiled with AVX-512, so the tile's sums have 32 registers.
+#[target_feature(enable = "avx512f,avx512vl,avx512vnni")]
+unsafe fn tiles_vnni<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut Totals) {
+    match count {
+        6.. => tile::<6, P, Q4, true>(panel, rows, totals),
+        5 => tile::<5, P, Q4, true>(panel, rows, totals),
+        4 => tile::<4, P, Q4, true>(panel, rows, totals),
+        3 => tile::<3, P, Q4, true>(panel, rows, totals),
+        2 => tile::<2, P, Q4, true>(panel, rows, totals),
+        _ => tile::<1, P, Q4, true>(panel, rows, totals),
+    }
+}
+
+type Totals = [[f32; 2 * COLS]; TOTALS_ROWS];
 
 /// A panel's repacked blocks and scales; the next panel follows `blocks` blocks later.
 struct Panel {
@@ -189,7 +232,23 @@ struct Rows<'a> {
 /// Adds four values of `R` activation rows (at byte `at` of each) times eight columns of each
 /// of `P` panels (`w`: Q4_0 nibbles as bytes, or Q8_0's signed bytes) to the block's sums.
 #[inline(always)]
-unsafe fn step<const R: usize, const P: usize, const Q4: bool>(w: [__m256i; P], acts: &[*const u8; R], at: usize, dots: &mut [[__m256i; P]; R]) {
+unsafe fn step<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>(w: [__m256i; P], acts: &[*const u8; R], at: usize, dots: &mut [[__m256i; P]; R]) {
+    if VNNI {
+        // Q8_0's bytes biased by 128 are the unsigned side; the sums' start takes 128·Σa off.
+        let mut unsigned = w;
+        if !Q4 {
+            for v in &mut unsigned {
+                *v = _mm256_xor_si256(*v, _mm256_set1_epi8(-128));
+            }
+        }
+        for r in 0..R {
+            let a = _mm256_set1_epi32(acts[r].add(at).cast::<i32>().read_unaligned());
+            for p in 0..P {
+                dots[r][p] = _mm256_dpbusd_epi32(dots[r][p], unsigned[p], a);
+            }
+        }
+        return;
+    }
     let abs_w: [__m256i; P] = std::array::from_fn(|p| if Q4 { w[p] } else { _mm256_sign_epi8(w[p], w[p]) });
     for r in 0..R {
         let a = _mm256_set1_epi32(acts[r].add(at).cast::<i32>().read_unaligned());
@@ -214,16 +273,27 @@ fn pinned(mut v: __m256i) -> __m256i {
     v
 }
 
+/// Where a block's sums start, from the row's `offsets`: on AVX2 Q4_0's i16 lane pairs (Q8_0
+/// starts at zero), on the VNNI road −offset × the block's activation sum.
+#[inline(always)]
+unsafe fn start<const Q4: bool, const VNNI: bool>(offsets: *const i32, b: usize) -> __m256i {
+    match (VNNI, Q4) {
+        (true, _) => _mm256_set1_epi32(-(if Q4 { 8 } else { 128 }) * *offsets.add(b)),
+        (false, true) => _mm256_set1_epi32(*offsets.add(b)),
+        (false, false) => _mm256_setzero_si256(),
+    }
+}
+
 /// `R` activation rows times `P` panels of eight columns, over every block.
 #[inline(always)]
-unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, totals: &mut [[f32; 2 * COLS]; ROWS]) {
+unsafe fn tile<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>(panel: &Panel, rows: &Rows, totals: &mut Totals) {
     let (k, blocks) = (rows.acts.k, panel.blocks);
     let block_bytes = Q8Panels::block_bytes(if Q4 { WeightFormat::Q4_0 } else { WeightFormat::Q8_0 });
     let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[(rows.first + r) * k..].as_ptr().cast());
     // Pointers, not slices: `run` checked that every row's blocks are there, and bounds checks
     // in the loop would hold registers.
     let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[(rows.first + r) * blocks..].as_ptr());
-    let offsets: [*const i32; R] = std::array::from_fn(|r| if Q4 { rows.offsets[(rows.first + r) * blocks..].as_ptr() } else { std::ptr::null() });
+    let offsets: [*const i32; R] = std::array::from_fn(|r| if Q4 || VNNI { rows.offsets[(rows.first + r) * blocks..].as_ptr() } else { std::ptr::null() });
     let ones = _mm256_set1_epi16(1);
     let nibble = _mm256_set1_epi8(0x0f);
     let mut acc = [[_mm256_setzero_ps(); P]; R];
@@ -237,22 +307,22 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool>(panel: &Panel, ro
             _mm_prefetch::<_MM_HINT_T0>(block[line / block_bytes].wrapping_add(ahead + line % block_bytes) as *const i8);
         }
         let load = |i: usize| -> [__m256i; P] { std::array::from_fn(|p| _mm256_loadu_si256(block[p].add(i * COLS * GROUP) as *const __m256i)) };
-        let mut dots: [[__m256i; P]; R] = std::array::from_fn(|r| [if Q4 { _mm256_set1_epi32(*offsets[r].add(b)) } else { _mm256_setzero_si256() }; P]);
+        let mut dots: [[__m256i; P]; R] = std::array::from_fn(|r| [start::<Q4, VNNI>(offsets[r], b); P]);
         if Q4 {
             for i in 0..BLOCK / 2 / GROUP {
                 let packed = load(i);
-                step::<R, P, true>(packed.map(|v| _mm256_and_si256(v, nibble)), &acts, b * BLOCK + i * GROUP, &mut dots);
-                step::<R, P, true>(packed.map(|v| _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble)), &acts, b * BLOCK + BLOCK / 2 + i * GROUP, &mut dots);
+                step::<R, P, true, VNNI>(packed.map(|v| _mm256_and_si256(v, nibble)), &acts, b * BLOCK + i * GROUP, &mut dots);
+                step::<R, P, true, VNNI>(packed.map(|v| _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble)), &acts, b * BLOCK + BLOCK / 2 + i * GROUP, &mut dots);
             }
         } else {
             for i in 0..BLOCK / GROUP {
-                step::<R, P, false>(load(i), &acts, b * BLOCK + i * GROUP, &mut dots);
+                step::<R, P, false, VNNI>(load(i), &acts, b * BLOCK + i * GROUP, &mut dots);
             }
         }
         for p in 0..P {
             let weight_scales = _mm256_cvtph_ps(_mm_loadu_si128(panel.scales.add((p * blocks + b) * COLS).cast()));
             for r in 0..R {
-                let dot = if Q4 { _mm256_madd_epi16(dots[r][p], ones) } else { dots[r][p] };
+                let dot = if Q4 && !VNNI { _mm256_madd_epi16(dots[r][p], ones) } else { dots[r][p] };
                 let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(*scales[r].add(b)));
                 acc[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][p]);
             }

@@ -22,9 +22,9 @@ use super::x86_avx512::horizontal_sum;
 
 pub struct Vnni512;
 
-/// Whether this CPU runs the kernel.
+/// Whether this CPU runs the kernel, and the panels' VNNI road (`x86_q8_panels.rs`, on ymm).
 pub fn available() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vnni")
+    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vl") && is_x86_feature_detected!("avx512vnni")
 }
 
 impl TileKernel for Vnni512 {
