@@ -7,11 +7,18 @@
 //! the same code path.
 //!
 //! Work is cut into items (a block of one row's tokens × one KV head × a range of keys). Each
-//! item returns an unnormalised partial softmax, and partials over different key ranges of the
+//! item returns unnormalised partial softmaxes, and partials over different key ranges of the
 //! same queries are merged at the end (flash-decoding): at decode there are only a few heads per
 //! row, so long contexts are split across threads by key range instead.
+//!
+//! A query's output does not depend on what else is in its pass: keys are cut into splits at
+//! fixed positions (multiples of `SPLIT`), each split's partial is computed by the same kernels
+//! whichever item holds it, with keys at the same places in their rows and lanes, and the
+//! partials are merged in position order. So a prefill, a chunked prefill, a decode step, a
+//! batch of other rows or a shared prompt all give a query the same bits, as the 8-bit matmuls
+//! do (`matmul/x86_q8_panels.rs`): with `Activations::Q8` a forward pass is then the same
+//! function of a row's tokens however it is batched.
 
-mod blocked;
 mod kernels;
 
 pub use kernels::exp;
@@ -52,11 +59,10 @@ const QUERY_BLOCK: usize = 16;
 /// Keys scored and summed per pass over the queries: 64 keys of a 128-wide head are 32 KiB, so
 /// a chunk stays in L1 while every query of the item reads it.
 const KEY_CHUNK: usize = 64;
-/// Items with at least this many queries (prefill) run as two matrix products (`blocked.rs`).
-const BLOCKED_MIN_QUERIES: usize = 16;
-/// A key range is split for parallelism only into pieces at least this long; shorter pieces
-/// cost more to merge than they gain.
-const MIN_SPLIT_KEYS: usize = 256;
+/// Keys are cut at multiples of this many positions, for every query in every pass: the unit
+/// of the merge, and of splitting a long context across threads (shorter pieces cost more to
+/// merge than they gain).
+const SPLIT: usize = 256;
 
 /// A unit of parallel work: some packed tokens against one KV head of one cache row, over a
 /// range of key positions. Usually the tokens are a run of that row's own; for rows that share
@@ -68,25 +74,23 @@ struct Item {
     keys: Range<usize>,
 }
 
-/// Per query of an item: the max score, the sum of `exp(score - max)`, and the values weighted
-/// by those exponentials (not yet divided by the sum).
+/// Per query of an item, over one split: the max score, the sum of `exp(score - max)`, and the
+/// values weighted by those exponentials (not yet divided by the sum).
 struct Partial {
     max: Vec<f32>,
     sum: Vec<f32>,
     out: Vec<f32>,
 }
 
-/// Rows of this pass whose caches begin with `len` positions of row `source`: at decode after
-/// one prompt fanned out into samples, each key of the prompt is then loaded once for all of
-/// them instead of once per row.
+/// Rows of this pass whose caches begin with `len` positions of row `source`, `len` a multiple
+/// of `SPLIT`: at decode after one prompt fanned out into samples, each key of the prompt is
+/// then loaded once for all of them instead of once per row.
 struct SharedGroup {
     source: usize,
     len: usize,
     tokens: Vec<usize>,
 }
 
-/// Shares shorter than this are left to each row: their few keys are not worth another item.
-const MIN_SHARED_KEYS: usize = KEY_CHUNK;
 
 /// `q` is `(N, H, D)` with RoPE applied; the cache already holds this pass's K/V. Returns
 /// `(N, H, D)`. Attention over a long prompt is the longest stretch of a layer, so remaining
@@ -99,7 +103,7 @@ pub fn attend(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sha
 fn attend_split_for(threads: usize, cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, cancel: Option<&AtomicBool>) -> Vec<f32> {
     let groups = shared_groups(cache, slots, shape);
     let items = plan_items(slots, shape, threads, &groups);
-    let partials: Vec<Option<Partial>> = items
+    let partials: Vec<Option<Vec<Partial>>> = items
         .par_iter()
         .map(|item| {
             if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
@@ -111,12 +115,14 @@ fn attend_split_for(threads: usize, cache: &KvCache, layer: usize, slots: &[Toke
     let (h, d) = (shape.n_heads, shape.head_dim);
     let group = h / shape.n_kv_heads;
     let mut merged = Merged::new(slots.len() * h, d);
-    for (item, partial) in items.iter().zip(&partials) {
-        let Some(partial) = partial else { continue };
-        for qi in 0..partial.max.len() {
-            // Query qi is head `qi % group` of the item's KV head, for its token `qi / group`.
-            let at = item.tokens[qi / group] * h + item.kv_head * group + qi % group;
-            merged.add(at, partial.max[qi], partial.sum[qi], &partial.out[qi * d..(qi + 1) * d]);
+    // Items come in key order for each query (shared prefixes first), and so do their splits.
+    for (item, partials) in items.iter().zip(&partials) {
+        for partial in partials.iter().flatten() {
+            for qi in 0..partial.max.len() {
+                // Query qi is head `qi % group` of the item's KV head, for its token `qi / group`.
+                let at = item.tokens[qi / group] * h + item.kv_head * group + qi % group;
+                merged.add(at, partial.max[qi], partial.sum[qi], &partial.out[qi * d..(qi + 1) * d]);
+            }
         }
     }
     merged.finish()
@@ -136,7 +142,7 @@ fn shared_groups(cache: &KvCache, slots: &[TokenSlot], shape: &AttentionShape) -
     while first < slots.len() {
         let row = slots[first].row;
         let end = first + slots[first..].iter().take_while(|s| s.row == row).count();
-        let share = cache.shared_prefix(row).filter(|s| s.len >= MIN_SHARED_KEYS);
+        let share = cache.shared_prefix(row).filter(|s| s.len >= SPLIT);
         let source = share.map_or(row, |s| s.source);
         let at = *by_source.entry(source).or_insert_with(|| {
             groups.push((SharedGroup { source, len: usize::MAX, tokens: Vec::new() }, 0));
@@ -148,11 +154,17 @@ fn shared_groups(cache: &KvCache, slots: &[TokenSlot], shape: &AttentionShape) -
         *rows += 1;
         first = end;
     }
-    groups.into_iter().filter(|(g, rows)| *rows > 1 && g.len != usize::MAX).map(|(g, _)| g).collect()
+    // Whole splits only: a split read half from the source and half from the row would be
+    // two partials where a row alone has one.
+    groups
+        .into_iter()
+        .filter(|(g, rows)| *rows > 1 && g.len != usize::MAX)
+        .map(|(g, _)| SharedGroup { len: g.len / SPLIT * SPLIT, ..g })
+        .collect()
 }
 
-/// Query blocks × KV heads (and shared prefixes × KV heads), with key ranges split when there
-/// are too few items to keep every thread busy (decode at small batch).
+/// Query blocks × KV heads (and shared prefixes × KV heads), with key ranges split at `SPLIT`
+/// boundaries when there are too few items to keep every thread busy (decode at small batch).
 fn plan_items(slots: &[TokenSlot], shape: &AttentionShape, threads: usize, groups: &[SharedGroup]) -> Vec<Item> {
     // Each token's own keys start past the prefix its group reads for it.
     let mut shared_len = vec![0; slots.len()];
@@ -175,65 +187,81 @@ fn plan_items(slots: &[TokenSlot], shape: &AttentionShape, threads: usize, group
     let base = blocks.len() * shape.n_kv_heads;
     let mut items = Vec::new();
     for (tokens, row, keys) in blocks.into_iter().filter(|(_, _, keys)| !keys.is_empty()) {
-        let pieces = if base >= wanted { 1 } else { wanted.div_ceil(base).min(keys.len() / MIN_SPLIT_KEYS).max(1) };
-        let step = keys.len().div_ceil(pieces).next_multiple_of(KEY_CHUNK);
+        let splits = splits_of(&keys);
+        let pieces = if base >= wanted { 1 } else { wanted.div_ceil(base).min(splits.len()).max(1) };
+        let per_piece = splits.len().div_ceil(pieces);
         for kv_head in 0..shape.n_kv_heads {
-            for lo in keys.clone().step_by(step) {
-                items.push(Item { tokens: tokens.clone(), row, kv_head, keys: lo..(lo + step).min(keys.end) });
+            for piece in splits.chunks(per_piece) {
+                items.push(Item { tokens: tokens.clone(), row, kv_head, keys: piece[0].start..piece[piece.len() - 1].end });
             }
         }
     }
     items
 }
 
-/// The item's queries against its key range: one `Partial` over `len × group` queries.
-fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, item: &Item) -> Partial {
+/// `keys` cut at multiples of `SPLIT`.
+fn splits_of(keys: &Range<usize>) -> Vec<Range<usize>> {
+    (keys.start / SPLIT..keys.end.div_ceil(SPLIT)).map(|s| (s * SPLIT).max(keys.start)..((s + 1) * SPLIT).min(keys.end)).collect()
+}
+
+/// The item's queries against its key range: one `Partial` over `len × group` queries per split.
+fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, item: &Item) -> Vec<Partial> {
     let (h, d, kvh) = (shape.n_heads, shape.head_dim, shape.n_kv_heads);
     let group = h / kvh;
-    let scale = 1.0 / (d as f32).sqrt();
-    let stride = kvh * d;
     let (k_row, v_row) = cache.row(layer, item.row);
-    let (k_head, v_head) = (&k_row[item.kv_head * d..], &v_row[item.kv_head * d..]);
-    // Query qi: its vector and the keys it sees inside this item's range.
+    let heads = Heads { keys: &k_row[item.kv_head * d..], values: &v_row[item.kv_head * d..], stride: kvh * d, d, scale: 1.0 / (d as f32).sqrt() };
+    // Query qi: its vector and the keys it sees.
     let queries: Vec<(&[f32], Range<usize>)> = (0..item.tokens.len() * group)
         .map(|qi| {
             let token = item.tokens[qi / group];
-            let slot = slots[token];
             let at = (token * h + item.kv_head * group + qi % group) * d;
-            let seen = shape.visible(slot.pos);
-            (&q[at..at + d], seen.start.max(item.keys.start)..seen.end.min(item.keys.end))
+            (&q[at..at + d], shape.visible(slots[token].pos))
         })
         .collect();
-    if queries.len() >= BLOCKED_MIN_QUERIES && crate::matmul::kernel() != crate::matmul::Kernel::Portable {
-        let gathered = blocked::Queries {
-            values: queries.iter().flat_map(|(query, _)| query.iter().copied()).collect(),
-            seen: queries.iter().map(|(_, seen)| seen.clone()).collect(),
-        };
-        let first = item.keys.start * stride;
-        return blocked::attend(&gathered, &k_head[first..], &v_head[first..], stride, d, item.keys.clone(), scale);
-    }
-    let span = item.keys.len();
-    let chunks = |qr: &Range<usize>, lo: usize| (qr.start.max(lo))..(qr.end.min(lo + KEY_CHUNK));
-    // Key positions as indices into a query's row of `span` scores.
-    let in_row = |keys: &Range<usize>| keys.start - item.keys.start..keys.end - item.keys.start;
-    let pairs = pair_up(&queries);
+    splits_of(&item.keys)
+        .into_iter()
+        .map(|keys| {
+            let seen: Vec<(&[f32], Range<usize>)> = queries.iter().map(|(query, seen)| (*query, seen.start.max(keys.start)..seen.end.min(keys.end).max(seen.start.max(keys.start)))).collect();
+            attend_split(&heads, &seen, keys)
+        })
+        .collect()
+}
+
+/// One KV head of a cache row: position j's key at `keys[j * stride..][..d]`, likewise its value.
+struct Heads<'a> {
+    keys: &'a [f32],
+    values: &'a [f32],
+    stride: usize,
+    d: usize,
+    scale: f32,
+}
+
+/// The queries against the keys of one split. Scores sit in rows that start at the split's
+/// first position, padded to whole vectors, and are visited in `KEY_CHUNK`s from there, so a
+/// key's score, exponential and weight take the same lanes and order in every pass.
+fn attend_split(heads: &Heads, queries: &[(&[f32], Range<usize>)], keys: Range<usize>) -> Partial {
+    let (d, stride) = (heads.d, heads.stride);
+    let base = keys.start / SPLIT * SPLIT;
+    let span = (keys.end - base).next_multiple_of(8);
+    let chunks = |seen: &Range<usize>, lo: usize| (seen.start.max(lo))..(seen.end.min(lo + KEY_CHUNK)).max(seen.start.max(lo));
+    let pairs = pair_up(queries);
 
     // Scores, one row of `span` per query, -inf where a query sees no key.
     let mut scores = vec![f32::NEG_INFINITY; queries.len() * span];
-    for lo in item.keys.clone().step_by(KEY_CHUNK) {
+    for lo in (base..keys.end).step_by(KEY_CHUNK) {
         for &(first, paired) in &pairs {
             let (query, seen) = &queries[first];
-            let keys = chunks(seen, lo);
-            if keys.is_empty() {
+            let at = chunks(seen, lo);
+            if at.is_empty() {
                 continue;
             }
-            let (at, keys_from) = (in_row(&keys), &k_head[keys.start * stride..]);
-            let rows = &mut scores[first * span..];
+            let keys_from = &heads.keys[at.start * stride..];
+            let (rows, at) = (&mut scores[first * span..], at.start - base..at.end - base);
             if paired {
                 let (row0, row1) = rows.split_at_mut(span);
-                kernels::scores_pair([query, queries[first + 1].0], keys_from, stride, scale, [&mut row0[at.clone()], &mut row1[at]]);
+                kernels::scores_pair([query, queries[first + 1].0], keys_from, stride, heads.scale, [&mut row0[at.clone()], &mut row1[at]]);
             } else {
-                kernels::scores(query, keys_from, stride, scale, &mut rows[at]);
+                kernels::scores(query, keys_from, stride, heads.scale, &mut rows[at]);
             }
         }
     }
@@ -245,14 +273,14 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
     }
     // Weighted values, again a chunk of keys at a time for every query.
     let mut out = vec![0.0f32; queries.len() * d];
-    for lo in item.keys.clone().step_by(KEY_CHUNK) {
+    for lo in (base..keys.end).step_by(KEY_CHUNK) {
         for &(first, paired) in &pairs {
-            let keys = chunks(&queries[first].1, lo);
-            if keys.is_empty() {
+            let at = chunks(&queries[first].1, lo);
+            if at.is_empty() {
                 continue;
             }
-            let at = in_row(&keys);
-            let (row, values) = (&scores[first * span..], &v_head[keys.start * stride..]);
+            let values = &heads.values[at.start * stride..];
+            let (row, at) = (&scores[first * span..], at.start - base..at.end - base);
             let o = &mut out[first * d..];
             if paired {
                 let (o0, o1) = o.split_at_mut(d);

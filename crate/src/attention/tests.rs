@@ -52,7 +52,7 @@ fn assert_matches_brute_force(threads: usize, cache: &KvCache, slots: &[TokenSlo
 }
 
 #[test]
-fn blocked_windowed_attention_equals_brute_force() {
+fn prefill_and_windowed_attention_equal_brute_force() {
     // Row 0 decodes one token; row 1 prefills 21 tokens after a 19-token prefix (two blocks).
     let slots: Vec<TokenSlot> = std::iter::once(TokenSlot { row: 0, pos: 39 }).chain((19..40).map(|pos| TokenSlot { row: 1, pos })).collect();
     for d in [8, 64, 12] {
@@ -83,7 +83,7 @@ fn splits_cover_each_key_range_once() {
                 let ranges: Vec<&Range<usize>> = items.iter().filter(|i| i.tokens[0] == first && i.kv_head == kv_head).map(|i| &i.keys).collect();
                 assert_eq!(ranges.first().map(|r| r.start), Some(shape.visible(slots[first].pos).start));
                 assert_eq!(ranges.last().map(|r| r.end), Some(slots[last].pos + 1));
-                assert!(ranges.windows(2).all(|w| w[0].end == w[1].start && w[0].len() >= MIN_SPLIT_KEYS.min(KEY_CHUNK)));
+                assert!(ranges.windows(2).all(|w| w[0].end == w[1].start && w[0].end % SPLIT == 0));
             }
         }
     }
@@ -98,30 +98,75 @@ fn long_prefill_across_key_chunks_equals_brute_force() {
 
 #[test]
 fn rows_sharing_a_prompt_read_it_once_and_match_brute_force() {
-    // A 300-token prompt fanned out to 6 rows, then 20 tokens of each row's own. Row 4 was
-    // rewound to 200 and rewritten, so the group may share only 200 positions.
-    let d = 64;
-    let width = KV_HEADS * d;
-    let mut cache = KvCache::new(&test_config(1, HEADS, KV_HEADS, d), 6, 400).expect("cache");
-    cache.write(0, 0, 0, &noise(0, 300 * width), &noise(7, 300 * width));
-    cache.set_seqlen(0, 300);
-    for row in 1..6 {
-        cache.copy_row(0, row).expect("copy");
-    }
-    cache.truncate_row(4, 200).expect("truncate");
-    cache.write(0, 4, 200, &noise(40, 100 * width), &noise(41, 100 * width));
-    for row in 0..6 {
-        cache.write(0, row, 300, &noise(row + 10, 20 * width), &noise(row + 20, 20 * width));
-    }
-    let shape = AttentionShape { n_heads: HEADS, n_kv_heads: KV_HEADS, head_dim: d, window: None };
-    let decode: Vec<TokenSlot> = (0..6).map(|row| TokenSlot { row, pos: 300 + row }).collect();
-    let two_rows_prefill: Vec<TokenSlot> = [1, 2].iter().flat_map(|&row| (300..320).map(move |pos| TokenSlot { row, pos })).collect();
-    // Without row 4 in the pass, rows 1 and 2 share the whole prompt.
-    for (slots, len, tokens) in [(&decode, 200, 6), (&two_rows_prefill, 300, 40)] {
+    // A 600-token prompt fanned out to 6 rows, then 20 tokens of each row's own. Row 4 was
+    // rewound to 400 and rewritten, so the group may share only 400 positions, of which whole
+    // splits: 256.
+    let cache = fanned_out_cache(6, 600, 20, Some((4, 400)));
+    let shape = AttentionShape { n_heads: HEADS, n_kv_heads: KV_HEADS, head_dim: 64, window: None };
+    let decode: Vec<TokenSlot> = (0..6).map(|row| TokenSlot { row, pos: 600 + row }).collect();
+    let two_rows_prefill: Vec<TokenSlot> = [1, 2].iter().flat_map(|&row| (600..620).map(move |pos| TokenSlot { row, pos })).collect();
+    // Without row 4 in the pass, rows 1 and 2 share the whole prompt's splits.
+    for (slots, len, tokens) in [(&decode, 256, 6), (&two_rows_prefill, 512, 40)] {
         let groups = shared_groups(&cache, slots, &shape);
         assert_eq!(groups.iter().map(|g| (g.source, g.len, g.tokens.len())).collect::<Vec<_>>(), [(0, len, tokens)]);
         for threads in [1, 8] {
             assert_matches_brute_force(threads, &cache, slots, &shape);
+        }
+    }
+}
+
+/// `rows` rows of d = 64 holding a `prompt` of noise copied from row 0, then `own` positions of
+/// each row's own; `rewound` rewinds a row to a length and rewrites its prompt from there.
+fn fanned_out_cache(rows: usize, prompt: usize, own: usize, rewound: Option<(usize, usize)>) -> KvCache {
+    let width = KV_HEADS * 64;
+    let mut cache = KvCache::new(&test_config(1, HEADS, KV_HEADS, 64), rows, prompt + own + 8).expect("cache");
+    cache.write(0, 0, 0, &noise(0, prompt * width), &noise(7, prompt * width));
+    cache.set_seqlen(0, prompt);
+    for row in 1..rows {
+        cache.copy_row(0, row).expect("copy");
+    }
+    if let Some((row, len)) = rewound {
+        cache.truncate_row(row, len).expect("truncate");
+        cache.write(0, row, len, &noise(40, (prompt - len) * width), &noise(41, (prompt - len) * width));
+    }
+    for row in 0..rows {
+        cache.write(0, row, prompt, &noise(row + 10, own * width), &noise(row + 20, own * width));
+    }
+    cache
+}
+
+/// The same query (same vector, row and position) gets the same bits in every pass that holds
+/// it: a 300-token prefill after a 400-token prompt, that prefill in chunks of 7, one token at a
+/// time, planned for 1 or 8 threads, beside rows sharing the prompt, with and without a window.
+#[test]
+fn a_querys_output_does_not_depend_on_its_pass() {
+    let d = 64;
+    let cache = fanned_out_cache(3, 700, 0, None);
+    let vector = |pos: usize| noise(pos + 1000, HEADS * d);
+    let attend_slots = |threads: usize, slots: &[TokenSlot], shape: &AttentionShape| {
+        let q: Vec<f32> = slots.iter().flat_map(|s| vector(s.pos)).collect();
+        attend_split_for(threads, &cache, 0, slots, &q, shape, None)
+    };
+    let at = |pos: usize| TokenSlot { row: 0, pos };
+    for window in [None, Some(300)] {
+        let shape = AttentionShape { n_heads: HEADS, n_kv_heads: KV_HEADS, head_dim: d, window };
+        let prefill: Vec<TokenSlot> = (400..700).map(at).collect();
+        let whole = attend_slots(1, &prefill, &shape);
+        let want = |pos: usize| &whole[(pos - 400) * HEADS * d..][..HEADS * d];
+        for threads in [1, 8] {
+            for chunk in prefill.chunks(7) {
+                let got = attend_slots(threads, chunk, &shape);
+                assert!(got[..] == whole[(chunk[0].pos - 400) * HEADS * d..][..got.len()], "window {window:?}, {threads} threads: a chunk at {} changed", chunk[0].pos);
+            }
+            for pos in [400, 511, 512, 513, 699] {
+                assert!(attend_slots(threads, &[at(pos)], &shape) == want(pos), "window {window:?}, {threads} threads: decode at {pos} changed");
+                // Rows 1 and 2 hold row 0's positions: the same query there, beside row 0's.
+                let beside: Vec<TokenSlot> = (0..3).map(|row| TokenSlot { row, pos }).collect();
+                let got = attend_slots(threads, &beside, &shape);
+                for row in 0..3 {
+                    assert!(&got[row * HEADS * d..][..HEADS * d] == want(pos), "window {window:?}, {threads} threads: row {row} beside the others at {pos} changed");
+                }
+            }
         }
     }
 }

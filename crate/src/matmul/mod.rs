@@ -44,7 +44,7 @@ pub struct QuantMatrix {
 }
 
 /// Where a matrix's weights live: in the file's blocks, or, on CPUs whose both roads multiply
-/// 8-bit activations in AVX2 panels (`x86_q8_panels.rs`), only in the panels repacked from
+/// 8-bit activations in panels (`x86_q8_panels.rs`), only in the panels repacked from
 /// them at load, so that 8-bit activations cost no second copy of the model.
 enum Stored {
     File(Arc<QTensor>),
@@ -68,7 +68,7 @@ impl QuantMatrix {
         Some(Self { stored, format, n, k, activations })
     }
 
-    /// Whether this matrix multiplies 8-bit activations in AVX2 panels, which are then its
+    /// Whether this matrix multiplies 8-bit activations in panels, which are then its
     /// only copy: `file_bytes` and `file_tensor` rebuild the file's blocks from them.
     pub fn has_panels(&self) -> bool {
         !matches!(self.stored, Stored::File(_))
@@ -323,8 +323,8 @@ impl Kernel {
             (Self::Avx512, Input::F32(x)) => tiled::run::<x86_avx512::Avx512>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx512, Input::Vnni(x)) if x86_vnni::available() => tiled::run::<x86_vnni::Vnni512>(format, weights, row_bytes, cols, x, m, out),
-            // Without VNNI, 8-bit rows take the AVX2 panels (`x86_q8_panels.rs`), which need
-            // the weights repacked and so do not run here; these rows get the definition.
+            // Off AMX CPUs, 8-bit rows take the panels (`x86_q8_panels.rs`), which need the
+            // weights repacked and so do not run here; these rows get the definition.
             (_, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => portable_q8(format, weights, row_bytes, x, m, out),
         }
     }

@@ -165,14 +165,14 @@ fn tile_shapes_agree_bit_for_bit() {
     }
 }
 
-/// Where 8-bit activations run in AVX2 panels (`x86_q8_panels.rs`), every row count (narrow
+/// Where 8-bit activations run in panels (`x86_q8_panels.rs`, AVX2 or VNNI), every row count (narrow
 /// and wide road, tiles of every height, one or two panels at the edge) computes what the
 /// plain-Rust definition does, bit for bit; so do weights at the top nibble times activations
 /// at ±127, where Q4_0's i16 sums come nearest to overflowing.
 #[test]
 fn q8_panels_match_the_definition_bit_for_bit() {
     if !q8_panels() {
-        eprintln!("skipped: this CPU multiplies 8-bit activations without the AVX2 panels ({:?}, VNNI {})", kernel(), vnni());
+        eprintln!("skipped: this CPU multiplies 8-bit activations without the panels ({:?}, VNNI {})", kernel(), vnni());
         return;
     }
     // Q4_0 at the ends of its i16 lanes, every value times ±127: `top`, one value −1 per block
@@ -201,7 +201,7 @@ fn q8_panels_match_the_definition_bit_for_bit() {
 #[test]
 fn panels_give_back_the_files_blocks() {
     if !q8_panels() {
-        eprintln!("skipped: this CPU multiplies 8-bit activations without the AVX2 panels");
+        eprintln!("skipped: this CPU multiplies 8-bit activations without the panels");
         return;
     }
     for (dtype, n, k) in [(GgmlDType::Q8_0, 37, 2144), (GgmlDType::Q4_0, 37, 2144), (GgmlDType::Q4_0, 8, 32)] {
