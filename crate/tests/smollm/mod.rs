@@ -1,5 +1,7 @@
 //! Loads the real default model, converted to F32 by our converter (scripts/prepare-test-models.mjs
 //! makes it; `npm test` runs that first).
+// Each test crate that includes this module uses part of it.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -39,4 +41,13 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 pub fn chat_prompt(m: &LoadedModel, user: &str) -> Vec<u32> {
     let text = format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n");
     m.tokenizer.encode(&text, true, false).expect("encode")
+}
+
+/// The default model in Q8_0, multiplying by 8-bit activations (`Activations::Q8`).
+pub fn q8_model() -> &'static LoadedModel {
+    static MODEL: OnceLock<LoadedModel> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let placement = kvengine::Placement::Cpu { activations: kvengine::matmul::Activations::Q8 };
+        kvengine::load_on(&model_path("Q8_0"), placement, &mut |_| {}).expect("load Q8_0 model with 8-bit activations")
+    })
 }
