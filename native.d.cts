@@ -73,7 +73,8 @@ export declare function hasCuda(): boolean
  * Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
  * once per process, so only the first load's value counts. `device` is "cpu" (default) or
  * "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in; `activations`
- * ("f32" default, or "q8") what a CPU model multiplies Q8_0/Q4_0 weights by.
+ * ("f32" or "q8"; when absent, `Activations::preferred()`) what a CPU model multiplies
+ * Q8_0/Q4_0 weights by.
  */
 export declare function loadModel(path: string, threads?: number | undefined | null, progress?: (fraction: number) => void, device?: string | undefined | null, dtype?: string | undefined | null, activations?: string | undefined | null): Promise<NativeModel>
 
@@ -136,6 +137,11 @@ export interface NativeModelInfo {
   hasChatTemplate: boolean
   /** Where the model runs: "cpu" or "cuda". */
   device: string
+  /**
+   * What a CPU model multiplies Q8_0/Q4_0 weights by: "q8" (8-bit, the default where its
+   * kernels keep results independent of batching) or "f32"; absent on CUDA.
+   */
+  activations?: string
 }
 
 export interface NativeModelStats {

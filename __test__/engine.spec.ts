@@ -48,6 +48,15 @@ test.serial('forward picks each row\'s highest logits as candidates, as a full s
   t.is(plain.candidates, undefined, 'none unless asked for')
 })
 
+test.serial('info.activations says what the weights multiply: the default for this CPU, or what was asked', async (t) => {
+  t.true(model.info.activations === 'q8' || model.info.activations === 'f32', String(model.info.activations))
+  for (const activations of ['f32', 'q8'] as const) {
+    const asked = await Model.load(modelPath('Q8_0'), { activations })
+    t.is(asked.info.activations, activations)
+    asked.dispose()
+  }
+})
+
 test.serial('rows of different prompt lengths generated together equal each generated alone (greedy)', async (t) => {
   const prompts = [
     encode(chatml('Hi')),

@@ -132,7 +132,8 @@ test.serial('Q4_1 (the file as shipped): greedy agreement with llama.cpp, report
   for (const r of results) t.log(`${r.name}: ${r.agreed}/${fx.tokens}${r.gap === undefined ? '' : ` (logit gap ${r.gap.toExponential(2)})`}`)
   t.log(`Q4_1 free-running: ${total}/${fx.tokens * results.length} leading greedy tokens agree with llama.cpp`)
   // The engines round differently: llama.cpp multiplies Q4_1 by Q8_1 (8-bit) activations; we
-  // re-encode Q4_1 as Q8_0 at load and keep activations in f32. So a free run splits at the
+  // re-encode Q4_1 as Q8_0 at load and multiply it by this CPU's default activations (Q8_0
+  // blocks on x86 without AMX, f32 elsewhere). So a free run splits at the
   // first close call and never rejoins. Fed llama.cpp's own tokens, each step's choice should
   // match, except where either engine was torn between the two tokens. llama.cpp re-quantizing
   // every layer's input amplifies small differences (with 8-bit activations of our own, our AVX2

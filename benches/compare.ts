@@ -7,7 +7,8 @@
 //        [--kvengine-threads=2] [--llama-threads=1,2]
 //   (or BENCH_QUICK=1, BENCH_MODELS=..., BENCH_KVENGINE_THREADS=..., BENCH_LLAMA_THREADS=...;
 //   BENCH_LARGE_FULL=1 gives the 1B models every sample count, not just 1 and 8;
-//   BENCH_ACTIVATIONS=q8 loads kvengine with 8-bit activations, see ModelLoadOptions.activations)
+//   BENCH_ACTIVATIONS=q8 or f32 loads kvengine with those activations instead of its default for
+//   this CPU, see ModelLoadOptions.activations)
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -32,8 +33,8 @@ const kvThreads = threadList(option('kvengine-threads', 'BENCH_KVENGINE_THREADS'
 const llamaThreads = threadList(option('llama-threads', 'BENCH_LLAMA_THREADS') ?? '1,2')
 const base = quick ? QUICK : FULL
 const fullLarge = process.env.BENCH_LARGE_FULL === '1'
-const activations = (option('activations', 'BENCH_ACTIVATIONS') ?? 'f32') as 'f32' | 'q8'
-if (activations !== 'f32' && activations !== 'q8') throw new Error(`BENCH_ACTIVATIONS must be f32 or q8, got ${String(activations)}`)
+const activations = option('activations', 'BENCH_ACTIVATIONS') as 'f32' | 'q8' | undefined
+if (activations !== undefined && activations !== 'f32' && activations !== 'q8') throw new Error(`BENCH_ACTIVATIONS must be f32 or q8, got ${String(activations)}`)
 const stamp = () => new Date().toISOString().slice(11, 19)
 /** The model the KV-cache and RSS studies run on (each takes many minutes). */
 const STUDY_MODEL = 'smollm2-q8_0'
@@ -65,12 +66,12 @@ function save(results: object): void {
 mkdirSync(OUT_DIR, { recursive: true })
 const missing = models.filter((m) => !existsSync(m.path))
 if (missing.length) throw new Error(`missing model files (run scripts/bench-prep.ts): ${missing.map((m) => m.path).join(', ')}`)
-progress(`${quick ? 'QUICK smoke run (small counts: not the issue figures)' : 'full run'}: ${models.map((m) => m.id).join(', ')}; kvengine at ${kvThreads.join(',')} thread(s) with ${activations} activations, llama.cpp at ${llamaThreads.join(',')}`)
+progress(`${quick ? 'QUICK smoke run (small counts: not the issue figures)' : 'full run'}: ${models.map((m) => m.id).join(', ')}; kvengine at ${kvThreads.join(',')} thread(s) with ${activations ?? 'its default'} activations, llama.cpp at ${llamaThreads.join(',')}`)
 progress('measuring memory read bandwidth')
 const bandwidth: Bandwidth | null = measureBandwidth([...new Set([1, ...kvThreads, ...llamaThreads])], quick ? 512 : 2048, quick ? 3 : 5)
 if (bandwidth) progress(`bandwidth: ${Object.entries(bandwidth.gbps).map(([t, g]) => `${t}t ${g.toFixed(2)} GB/s`).join(', ')}`)
 const prompt = await tokenizePrompt(models.find((m) => !m.large)?.path ?? models[0]!.path, promptTokensNeeded(base))
-const results = { startedAt: new Date().toISOString(), finishedAt: '', quick, machine: machineInfo(), bandwidth, activations, kvThreads, llamaThreads, models: [] as ModelResult[] }
+const results = { startedAt: new Date().toISOString(), finishedAt: '', quick, machine: machineInfo(), bandwidth, activations: activations ?? 'default', kvThreads, llamaThreads, models: [] as ModelResult[] }
 const mc = results.machine
 console.log(`# kvengine ${mc.kvengineCommit}${mc.workingTreeDirty ? ' (with uncommitted changes in crate/ or src/)' : ''} vs node-llama-cpp ${mc.nodeLlamaCpp}${quick ? ' — QUICK smoke run' : ''}`)
 console.log(`machine: ${mc.cpu}, ${mc.cores} cores, ${mc.memoryGiB} GiB, Linux ${mc.kernel}, Node ${mc.node}`)

@@ -18,7 +18,7 @@ const loadStart = performance.now()
 const model = await Model.load(spec.model, { threads: spec.threads, activations: spec.activations })
 const loadMs = performance.now() - loadStart
 const rssAfterLoad = procStatusBytes('VmRSS')
-log('kvengine', `loaded ${spec.model} with ${spec.threads} thread(s), ${spec.activations ?? 'f32'} activations, in ${loadMs.toFixed(0)} ms`)
+log('kvengine', `loaded ${spec.model} with ${spec.threads} thread(s), ${model.info.activations ?? spec.activations ?? 'default'} activations, in ${loadMs.toFixed(0)} ms`)
 const engine = new Engine(model)
 
 const prefill = await prefillFigures(engine, prompt, plan)

@@ -22,12 +22,13 @@ export interface ModelLoadOptions {
   /** What a CUDA model computes in (weights are converted once at load). Defaults to 'bf16'. */
   dtype?: 'f32' | 'f16' | 'bf16'
   /**
-   * What a CPU model multiplies Q8_0/Q4_0 weights by. 'f32' (the default) keeps activations in
-   * full precision, so prefix reuse, batching and streaming give the same tokens as one pass.
-   * 'q8' rounds them to 8-bit blocks first, as llama.cpp does: prefill and decode run faster
-   * (1.2–2× on AVX2, see BENCHMARKS.md), but, as with llama.cpp, a token's logits can then depend
-   * on how it was grouped with others. On AVX2 CPUs without VNNI the quantized weights are
-   * repacked at load, in place of the file's layout (no more memory than 'f32').
+   * What a CPU model multiplies Q8_0/Q4_0 weights by. 'q8' rounds activations to 8-bit blocks
+   * first, as llama.cpp does, and multiplies bytes by bytes: prefill and decode run 1.2–3×
+   * faster than 'f32' (BENCHMARKS.md). On x86 CPUs without AMX, where the quantized weights are
+   * repacked at load into panels (in place of the file's layout: no more memory), a row's logits
+   * are then the same bits however it is batched, prefilled in chunks or decoded, so 'q8' is the
+   * default there (`model.info.activations` says which was chosen). 'f32' keeps activations
+   * exact, the default elsewhere; there batching moves results by float rounding only.
    */
   activations?: 'f32' | 'q8'
 }

@@ -19,8 +19,8 @@ const USAGE = `usage:
   kvengine convert <input.gguf> <output.gguf> --to f32|f16|q8_0|q4_0|q4_k
 
 sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
---activations q8: multiply Q8_0/Q4_0 weights by 8-bit activations, as llama.cpp does (faster
-  decode; results may then depend on batching). Default f32.
+--activations q8|f32: what Q8_0/Q4_0 weights multiply: 8-bit activations, as llama.cpp does
+  (the default on x86 CPUs without AMX, where results stay independent of batching), or f32.
 -m defaults to SmolLM2-135M-Instruct (fetched on first use).`
 
 const DEMO_PROMPT = 'In three sentences, why does a KV cache make text generation faster?'

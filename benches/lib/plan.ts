@@ -74,7 +74,7 @@ export interface RunSpec {
   plan: Plan
   /** Token ids of the shared prompt text (SmolLM2's tokenizer; every model here shares it). */
   prompt: number[]
-  /** kvengine only: what Q8_0/Q4_0 weights multiply (`ModelLoadOptions.activations`); f32 when absent. */
+  /** kvengine only: what Q8_0/Q4_0 weights multiply (`ModelLoadOptions.activations`); the engine's default for this CPU when absent. */
   activations?: 'f32' | 'q8'
 }
 

@@ -12,7 +12,7 @@ use crate::weights::WeightSource;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
-    /// Our kernels, multiplying Q8_0/Q4_0 weights by `activations` (f32 unless asked for 8-bit).
+    /// Our kernels, multiplying Q8_0/Q4_0 weights by `activations`.
     Cpu { activations: Activations },
     /// The first CUDA device, computing in `dtype` (f32, f16 or bf16).
     Cuda { dtype: DType },
@@ -23,7 +23,7 @@ impl Placement {
     pub const CPU: Self = Self::Cpu { activations: Activations::F32 };
 
     /// From the binding's strings: device "cpu" or "cuda", dtype "f32" | "f16" | "bf16" (CUDA
-    /// only; bf16 when absent), activations "f32" | "q8" (CPU only; f32 when absent).
+    /// only; bf16 when absent), activations "f32" | "q8" (CPU only; `Activations::preferred()` when absent).
     pub fn parse(device: Option<&str>, dtype: Option<&str>, activations: Option<&str>) -> Result<Self> {
         match (device.unwrap_or("cpu"), dtype) {
             ("cpu", None) => Ok(Self::Cpu { activations: Activations::parse(activations)? }),
@@ -91,7 +91,8 @@ mod tests {
 
     #[test]
     fn parses_devices_and_dtypes() {
-        assert_eq!(Placement::parse(None, None, None).unwrap(), Placement::CPU);
+        assert_eq!(Placement::parse(None, None, None).unwrap(), Placement::Cpu { activations: Activations::preferred() });
+        assert_eq!(Placement::parse(None, None, Some("f32")).unwrap(), Placement::CPU);
         assert_eq!(Placement::parse(None, None, Some("q8")).unwrap(), Placement::Cpu { activations: Activations::Q8 });
         assert_eq!(Placement::parse(Some("cuda"), None, None).unwrap(), Placement::Cuda { dtype: DType::BF16 });
         assert_eq!(Placement::parse(Some("cuda"), Some("f16"), None).unwrap(), Placement::Cuda { dtype: DType::F16 });

@@ -1,10 +1,12 @@
-//! What the quantized matmuls multiply the weights by. By default the activations stay f32, so
-//! how a prompt is split into passes (prefix reuse, batching) moves results only by float
-//! rounding. `Activations::Q8` rounds them to 8-bit blocks first, as llama.cpp does: per block
-//! of 32 a scale of max|x|/127 kept as f16 and values round(x/scale). The narrow road then
-//! multiplies bytes by bytes, about twice as fast at batch 1, at the price llama.cpp pays too:
-//! a value a float rounding away from a rounding boundary of its block can land on either side,
-//! so results depend on how tokens were grouped into passes.
+//! What the quantized matmuls multiply the weights by. `Activations::Q8` rounds them to 8-bit
+//! blocks first, as llama.cpp does: per block of 32 a scale of max|x|/127 kept as f16 and values
+//! round(x/scale), then bytes multiply bytes. Where both roads run in panels
+//! (`x86_q8_panels.rs`) each row's products are the plain definition's whatever its batch, and
+//! with attention cut at fixed positions (`attention`) a row's logits are then the same bits
+//! however its tokens were grouped into passes: that is the default there. Elsewhere (AMX
+//! tiles, no SIMD kernels) rounding could move a value across a block's rounding boundary with
+//! its grouping, so those CPUs default to `F32`, which keeps activations exact and moves
+//! results only by float rounding.
 
 use half::f16;
 use rayon::prelude::*;
@@ -20,12 +22,29 @@ pub enum Activations {
 }
 
 impl Activations {
-    /// From the binding's string: "f32" (the default when absent) or "q8".
+    /// From the binding's string: "f32" or "q8"; absent, `preferred()`.
     pub fn parse(name: Option<&str>) -> Result<Self> {
-        match name.unwrap_or("f32") {
-            "f32" => Ok(Self::F32),
-            "q8" => Ok(Self::Q8),
-            other => Err(Error::invalid(format!("activations must be 'f32' or 'q8', got '{other}'"))),
+        match name {
+            None => Ok(Self::preferred()),
+            Some("f32") => Ok(Self::F32),
+            Some("q8") => Ok(Self::Q8),
+            Some(other) => Err(Error::invalid(format!("activations must be 'f32' or 'q8', got '{other}'"))),
+        }
+    }
+
+    /// 8-bit where it is both faster and independent of batching (panels on both roads), else f32.
+    pub fn preferred() -> Self {
+        if super::q8_panels() {
+            Self::Q8
+        } else {
+            Self::F32
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Q8 => "q8",
         }
     }
 }

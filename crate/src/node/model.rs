@@ -42,6 +42,9 @@ pub struct NativeModelInfo {
     pub has_chat_template: bool,
     /// Where the model runs: "cpu" or "cuda".
     pub device: String,
+    /// What a CPU model multiplies Q8_0/Q4_0 weights by: "q8" (8-bit, the default where its
+    /// kernels keep results independent of batching) or "f32"; absent on CUDA.
+    pub activations: Option<String>,
 }
 
 #[napi(object)]
@@ -119,7 +122,11 @@ impl Task for LoadTask {
     }
 
     fn resolve(&mut self, _env: Env, loaded: LoadedModel) -> napi::Result<NativeModel> {
-        Ok(NativeModel { inner: Mutex::new(Some(Arc::new(loaded))) })
+        let activations = match self.placement {
+            crate::Placement::Cpu { activations } => Some(activations.name()),
+            crate::Placement::Cuda { .. } => None,
+        };
+        Ok(NativeModel { inner: Mutex::new(Some(Arc::new(loaded))), activations })
     }
 }
 
@@ -132,7 +139,8 @@ pub fn has_cuda() -> bool {
 /// Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
 /// once per process, so only the first load's value counts. `device` is "cpu" (default) or
 /// "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in; `activations`
-/// ("f32" default, or "q8") what a CPU model multiplies Q8_0/Q4_0 weights by.
+/// ("f32" or "q8"; when absent, `Activations::preferred()`) what a CPU model multiplies
+/// Q8_0/Q4_0 weights by.
 #[napi(ts_return_type = "Promise<NativeModel>")]
 pub fn load_model(
     path: String,
@@ -220,6 +228,7 @@ impl Task for ForwardTask {
 #[napi]
 pub struct NativeModel {
     inner: Mutex<Option<Arc<LoadedModel>>>,
+    activations: Option<&'static str>,
 }
 
 impl NativeModel {
@@ -250,6 +259,7 @@ impl NativeModel {
             eog_tokens: t.eog_tokens.clone(),
             has_chat_template: m.chat_template.is_some(),
             device: m.model.device().into(),
+            activations: self.activations.map(String::from),
         })
     }
 
