@@ -14,7 +14,7 @@
 //!
 //! With AVX-512 VNNI (Zen 4, Ice Lake and later) one `vpdpbusd` does what `maddubs` and its
 //! widening do, into i32 lanes that cannot overflow, so both formats take one road: the weights
-//! are the unsigned side (Q4_0's nibbles as they are, Q8_0's bytes biased by 128), and each
+//! are the unsigned side (Q4_0's nibbles as they are, Q8_0's bytes biased by 128 when packed), and each
 //! lane starts at −offset × the sum of the block's activations (offset 8 or 128), which cancels
 //! the bias. The vector registers double to 32, so the tiles grow to `VNNI_ROWS` rows.
 //!
@@ -61,6 +61,9 @@ pub struct Q8Panels {
     blocks: usize,
     values: Vec<u8>,
     scales: Vec<u16>,
+    /// XORed into every value byte at packing: 0x80 for Q8_0 on the VNNI road, whose unsigned
+    /// side it is then (biased by 128 once at load, not per product), else 0.
+    bias: u8,
 }
 
 impl Q8Panels {
@@ -73,6 +76,7 @@ impl Q8Panels {
         // Columns past the last are zero, with a zero scale: their outputs are never stored.
         let mut values = vec![0u8; panels * panel_bytes];
         let mut scales = vec![0u16; panels * blocks * COLS];
+        let bias = if format == WeightFormat::Q8_0 && vnni() { 0x80 } else { 0 };
         values.par_chunks_mut(panel_bytes).zip(scales.par_chunks_mut(blocks * COLS)).enumerate().for_each(|(panel, (values, scales))| {
             let first = panel * COLS;
             for (lane, row) in data[first * row_bytes..(first + COLS).min(n) * row_bytes].chunks_exact(row_bytes).enumerate() {
@@ -80,12 +84,12 @@ impl Q8Panels {
                     scales[b * COLS + lane] = u16::from_le_bytes([block[0], block[1]]);
                     let out = &mut values[b * Self::block_bytes(format)..];
                     for (i, four) in block[2..].chunks_exact(GROUP).enumerate() {
-                        out[i * COLS * GROUP + lane * GROUP..][..GROUP].copy_from_slice(four);
+                        out[i * COLS * GROUP + lane * GROUP..][..GROUP].iter_mut().zip(four).for_each(|(o, &v)| *o = v ^ bias);
                     }
                 }
             }
         });
-        Self { format, n, blocks, values, scales }
+        Self { format, n, blocks, values, scales, bias }
     }
 
     /// The matrix back in the file's blocks, for the reference path and tests: the panels are
@@ -101,7 +105,7 @@ impl Q8Panels {
                 block[..2].copy_from_slice(&self.scales[at * COLS + lane].to_le_bytes());
                 let values = &self.values[at * block_bytes..];
                 for (i, four) in block[2..].chunks_exact_mut(GROUP).enumerate() {
-                    four.copy_from_slice(&values[i * COLS * GROUP + lane * GROUP..][..GROUP]);
+                    four.iter_mut().zip(&values[i * COLS * GROUP + lane * GROUP..][..GROUP]).for_each(|(v, &packed)| *v = packed ^ self.bias);
                 }
             }
         }
@@ -137,7 +141,7 @@ impl Q8Panels {
             let mut col = first;
             while col < last {
                 // Two panels per tile while two are left: each broadcast activation then feeds
-                // two `maddubs`.
+                // two products.
                 let pair = last - col > COLS;
                 let width = (last - col).min(if pair { 2 * COLS } else { COLS });
                 let panel = Panel {
@@ -234,21 +238,16 @@ struct Rows<'a> {
 }
 
 /// Adds four values of `R` activation rows (at byte `at` of each) times eight columns of each
-/// of `P` panels (`w`: Q4_0 nibbles as bytes, or Q8_0's signed bytes) to the block's sums.
+/// of `P` panels (`w`: Q4_0 nibbles as bytes, or Q8_0 as packed: signed, or biased on the VNNI road) to the block's sums.
 #[inline(always)]
 unsafe fn step<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>(w: [__m256i; P], acts: &[*const u8; R], at: usize, dots: &mut [[__m256i; P]; R]) {
     if VNNI {
-        // Q8_0's bytes biased by 128 are the unsigned side; the sums' start takes 128·Σa off.
-        let mut unsigned = w;
-        if !Q4 {
-            for v in &mut unsigned {
-                *v = _mm256_xor_si256(*v, _mm256_set1_epi8(-128));
-            }
-        }
+        // `w` is the unsigned side: nibbles, or Q8_0 biased by 128 at packing (the sums' start
+        // takes 128·Σa off).
         for r in 0..R {
             let a = _mm256_set1_epi32(acts[r].add(at).cast::<i32>().read_unaligned());
             for p in 0..P {
-                dots[r][p] = _mm256_dpbusd_epi32(dots[r][p], unsigned[p], a);
+                dots[r][p] = _mm256_dpbusd_epi32(dots[r][p], w[p], a);
             }
         }
         return;
