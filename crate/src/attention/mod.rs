@@ -91,7 +91,6 @@ struct SharedGroup {
     tokens: Vec<usize>,
 }
 
-
 /// `q` is `(N, H, D)` with RoPE applied; the cache already holds this pass's K/V. Returns
 /// `(N, H, D)`. Attention over a long prompt is the longest stretch of a layer, so remaining
 /// items are skipped once `cancel` is set; the caller then discards the output.
@@ -221,10 +220,16 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
     splits_of(&item.keys)
         .into_iter()
         .map(|keys| {
-            let seen: Vec<(&[f32], Range<usize>)> = queries.iter().map(|(query, seen)| (*query, seen.start.max(keys.start)..seen.end.min(keys.end).max(seen.start.max(keys.start)))).collect();
+            let seen: Vec<(&[f32], Range<usize>)> = queries.iter().map(|(query, seen)| (*query, overlap(seen, &keys))).collect();
             attend_split(&heads, &seen, keys)
         })
         .collect()
+}
+
+/// The positions in both ranges (empty, never reversed, where they do not meet).
+fn overlap(a: &Range<usize>, b: &Range<usize>) -> Range<usize> {
+    let start = a.start.max(b.start);
+    start..a.end.min(b.end).max(start)
 }
 
 /// One KV head of a cache row: position j's key at `keys[j * stride..][..d]`, likewise its value.
@@ -243,7 +248,7 @@ fn attend_split(heads: &Heads, queries: &[(&[f32], Range<usize>)], keys: Range<u
     let (d, stride) = (heads.d, heads.stride);
     let base = keys.start / SPLIT * SPLIT;
     let span = (keys.end - base).next_multiple_of(8);
-    let chunks = |seen: &Range<usize>, lo: usize| (seen.start.max(lo))..(seen.end.min(lo + KEY_CHUNK)).max(seen.start.max(lo));
+    let chunks = |seen: &Range<usize>, lo: usize| overlap(seen, &(lo..lo + KEY_CHUNK));
     let pairs = pair_up(queries);
 
     // Scores, one row of `span` per query, -inf where a query sees no key.
