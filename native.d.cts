@@ -18,7 +18,8 @@ export declare class NativeCancelToken {
 
 /**
  * A KV store owned by JS. The mutex is held for a whole forward pass, so a cache is never read
- * and written at once; `dispose` frees the buffers as soon as no pass is using them.
+ * and written at once; `dispose` frees the buffers as soon as no pass is using them. Its passes
+ * run one after another through `passes` (see `pass_queue.rs` for why they must).
  */
 export declare class NativeKvCache {
   seqlens(): Int32Array
@@ -54,7 +55,7 @@ export declare class NativeModel {
   /**
    * One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
    * skip the row). Resolves to logits for the last new token of each row, or for every new
-   * token when `allLogits` is set.
+   * token when `allLogits` is set. Runs on the compute pool after the cache's earlier passes.
    */
   forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel?: NativeCancelToken | undefined | null, logitsInto?: Float32Array | undefined | null, candidates?: number | undefined | null, logits?: boolean | undefined | null): Promise<NativeForwardResult>
   stats(): NativeModelStats

@@ -48,6 +48,24 @@ test.serial('forward picks each row\'s highest logits as candidates, as a full s
   t.is(plain.candidates, undefined, 'none unless asked for')
 })
 
+test.serial('passes asked for without awaiting run in the order asked on each cache, side by side on two, as awaited ones do', async (t) => {
+  const prompt = encode('The capital of France is')
+  const steps = [[11], [22], [33]]
+  const alone = model.createCache(1, 64)
+  const want = [await model.forward(alone, [prompt])]
+  for (const tokens of steps) want.push(await model.forward(alone, [tokens]))
+  alone.dispose()
+  const caches = [model.createCache(1, 64), model.createCache(1, 64)]
+  // Every pass of both caches is asked for before any has run.
+  const pending = caches.map((cache) => [model.forward(cache, [prompt]), ...steps.map((tokens) => model.forward(cache, [tokens]))])
+  const got = await Promise.all(pending.map((passes) => Promise.all(passes)))
+  for (const [c, cache] of caches.entries()) {
+    t.deepEqual(Array.from(cache.seqlens), [prompt.length + steps.length], `cache ${c} holds every token once`)
+    for (const [i, pass] of got[c].entries()) t.deepEqual(pass.logits, want[i].logits, `cache ${c}, pass ${i}`)
+    cache.dispose()
+  }
+})
+
 test.serial('info.activations says what the weights multiply: the default for this CPU, or what was asked', async (t) => {
   t.true(model.info.activations === 'q8' || model.info.activations === 'f32', String(model.info.activations))
   for (const activations of ['f32', 'q8'] as const) {

@@ -28,6 +28,7 @@ pub mod matmul;
 pub mod memory;
 pub mod model;
 pub mod nanochat;
+pub mod pass_queue;
 pub mod placement;
 pub mod rope;
 pub mod safetensors_dir;

@@ -5,17 +5,20 @@ use napi_derive::napi;
 
 use super::{disposed, guarded};
 use crate::kv_cache::KvCache;
+use crate::pass_queue::PassQueue;
 
 /// A KV store owned by JS. The mutex is held for a whole forward pass, so a cache is never read
-/// and written at once; `dispose` frees the buffers as soon as no pass is using them.
+/// and written at once; `dispose` frees the buffers as soon as no pass is using them. Its passes
+/// run one after another through `passes` (see `pass_queue.rs` for why they must).
 #[napi]
 pub struct NativeKvCache {
     pub(crate) inner: Arc<Mutex<Option<KvCache>>>,
+    pub(crate) passes: Arc<PassQueue>,
 }
 
 impl NativeKvCache {
     pub(crate) fn new(cache: KvCache) -> Self {
-        Self { inner: Arc::new(Mutex::new(Some(cache))) }
+        Self { inner: Arc::new(Mutex::new(Some(cache))), passes: Arc::default() }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> crate::Result<T>) -> napi::Result<T> {

@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::{AsyncTask, Buffer, Float32Array, Uint32Array, Uint8Array};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::bindgen_prelude::Object;
 use napi::{Env, Status, Task};
 use napi_derive::napi;
 
@@ -161,7 +162,8 @@ pub fn load_model(
     Ok(AsyncTask::new(LoadTask { path: PathBuf::from(path), placement, progress }))
 }
 
-pub struct ForwardTask {
+/// One forward pass as the binding runs it, from its arguments to the promise's value.
+struct ForwardPass {
     model: Arc<LoadedModel>,
     cache: Arc<Mutex<Option<KvCache>>>,
     tokens: Vec<Vec<u32>>,
@@ -175,7 +177,7 @@ pub struct ForwardTask {
     logits: bool,
 }
 
-impl ForwardTask {
+impl ForwardPass {
     /// Checked before the pass, so a buffer that is too small costs nothing and changes nothing.
     fn check_into(&self) -> crate::Result<()> {
         let Some(into) = &self.into else { return Ok(()) };
@@ -192,13 +194,9 @@ impl ForwardTask {
         }
         Ok(())
     }
-}
 
-impl Task for ForwardTask {
-    type Output = (ForwardOutput, Option<Float32Array>, Option<Candidates>);
-    type JsValue = NativeForwardResult;
-
-    fn compute(&mut self) -> napi::Result<Self::Output> {
+    /// The pass itself, on a pool thread; the logits are written into `into` when given.
+    fn run(&mut self) -> napi::Result<(ForwardOutput, Option<Candidates>)> {
         let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let cache = guard.as_mut().ok_or_else(|| disposed("KV cache"))?;
         if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
@@ -206,22 +204,22 @@ impl Task for ForwardTask {
         }
         self.check_into().map_err(super::to_napi)?;
         let (out, candidates) = guarded(|| self.model.model.forward_picking(&self.tokens, cache, self.which, self.cancel.as_deref(), self.candidates))?;
-        let mut into = self.into.take();
-        if let Some(buffer) = &mut into {
-            // SAFETY: the JS side holds the array for the duration of the call (the promise has
-            // not resolved) and does not touch it meanwhile; the length was checked above.
+        if let Some(buffer) = &mut self.into {
+            // SAFETY: the JS side holds the array until the promise settles and does not touch
+            // it meanwhile; the length was checked above.
             unsafe { buffer.as_mut()[..out.logits.len()].copy_from_slice(&out.logits) };
         }
-        Ok((out, into, candidates))
+        Ok((out, candidates))
     }
 
-    fn resolve(&mut self, _env: Env, (out, into, candidates): Self::Output) -> napi::Result<NativeForwardResult> {
-        let logits = into.unwrap_or_else(|| Float32Array::new(if self.logits { out.logits } else { Vec::new() }));
+    /// The promise's value, on the JS thread (where `into` is also let go).
+    fn result(self, (out, candidates): (ForwardOutput, Option<Candidates>)) -> NativeForwardResult {
+        let logits = self.into.unwrap_or_else(|| Float32Array::new(if self.logits { out.logits } else { Vec::new() }));
         let (candidate_ids, candidate_logits) = match candidates {
             Some(c) => (Some(Uint32Array::new(c.ids)), Some(Float32Array::new(c.logits))),
             None => (None, None),
         };
-        Ok(NativeForwardResult { logits, rows: Uint32Array::new(out.rows), candidate_ids, candidate_logits })
+        NativeForwardResult { logits, rows: Uint32Array::new(out.rows), candidate_ids, candidate_logits }
     }
 }
 
@@ -321,10 +319,11 @@ impl NativeModel {
 
     /// One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
     /// skip the row). Resolves to logits for the last new token of each row, or for every new
-    /// token when `allLogits` is set.
+    /// token when `allLogits` is set. Runs on the compute pool after the cache's earlier passes.
     #[napi(ts_return_type = "Promise<NativeForwardResult>")]
-    pub fn forward(
+    pub fn forward<'env>(
         &self,
+        env: &'env Env,
         cache: &NativeKvCache,
         tokens: Vec<Uint32Array>,
         all_logits: bool,
@@ -332,8 +331,8 @@ impl NativeModel {
         logits_into: Option<Float32Array>,
         candidates: Option<u32>,
         logits: Option<bool>,
-    ) -> napi::Result<AsyncTask<ForwardTask>> {
-        Ok(AsyncTask::new(ForwardTask {
+    ) -> napi::Result<Object<'env>> {
+        let mut pass = ForwardPass {
             model: self.get()?,
             cache: cache.inner.clone(),
             tokens: tokens.iter().map(|t| t.to_vec()).collect(),
@@ -342,7 +341,13 @@ impl NativeModel {
             into: logits_into,
             candidates: candidates.unwrap_or(0) as usize,
             logits: logits.unwrap_or(true),
-        }))
+        };
+        let (deferred, promise) = env.create_deferred()?;
+        cache.passes.submit(Box::new(move || {
+            let outcome = pass.run();
+            deferred.resolve(move |_env| outcome.map(|out| pass.result(out)));
+        }));
+        Ok(promise)
     }
 
     #[napi]
