@@ -2,9 +2,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use napi::bindgen_prelude::{AsyncTask, Buffer, Float32Array, Uint32Array, Uint8Array};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Float32Array, Object, Uint32Array, Uint8Array};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::bindgen_prelude::Object;
 use napi::{Env, Status, Task};
 use napi_derive::napi;
 
