@@ -226,11 +226,12 @@ impl RowRuns {
 /// Columns per parallel task: about four tasks per thread for balance, and with more than one
 /// activation row narrow enough that a task's weights stay in L2 while the tiles pass over them
 /// once per row pair (at batch 8 the 49152-row output matrix was read from memory four times).
+/// Whole pairs of 8-column panels, which the 8-bit panels store interleaved.
 fn column_chunk(n: usize, m: usize, row_bytes: usize) -> usize {
     const L2_SHARE: usize = 128 * 1024;
     let per_thread = n.div_ceil(rayon::current_num_threads() * 4);
     let cap = if m > 1 { L2_SHARE / row_bytes.max(1) } else { usize::MAX };
-    per_thread.min(cap).max(8).next_multiple_of(8)
+    per_thread.min(cap).max(16).next_multiple_of(16)
 }
 
 /// Which narrow kernel runs, decided once: AVX-512 on CPUs that have it, else AVX2 where the
