@@ -36,8 +36,15 @@ pub fn scores_pair(q: [&[f32]; 2], keys: &[f32], stride: usize, scale: f32, out:
     assert!(out0.is_empty() || keys.len() >= (out0.len() - 1) * stride + q[0].len(), "keys out of range");
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     if kernel() != Kernel::Portable && q[0].len().is_multiple_of(8) {
-        // SAFETY: the asserts above bound every key read; the width is a multiple of 8 lanes.
-        return unsafe { x86::scores_pair(q, keys, stride, scale, [out0, out1]) };
+        // SAFETY: the asserts above bound every key read; the width is a multiple of 8 lanes;
+        // the wide kernel runs only where the CPU has AVX-512VL.
+        return unsafe {
+            if x86::wide() {
+                x86::scores_pair_wide(q, keys, stride, scale, [out0, out1])
+            } else {
+                x86::scores_pair(q, keys, stride, scale, [out0, out1])
+            }
+        };
     }
     portable::scores(q[0], keys, stride, scale, out0);
     portable::scores(q[1], keys, stride, scale, out1);
@@ -51,11 +58,34 @@ pub fn accumulate_pair(p: [&[f32]; 2], values: &[f32], stride: usize, out: [&mut
     assert!(p[0].is_empty() || values.len() >= (p[0].len() - 1) * stride + out0.len(), "values out of range");
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     if kernel() != Kernel::Portable && out0.len().is_multiple_of(8) {
-        // SAFETY: the asserts above bound every value read; the width is a multiple of 8 lanes.
-        return unsafe { x86::accumulate_pair(p, values, stride, [out0, out1]) };
+        // SAFETY: the asserts above bound every value read; the width is a multiple of 8 lanes;
+        // the wide kernel runs only where the CPU has AVX-512VL.
+        return unsafe {
+            if x86::wide() {
+                x86::accumulate_pair_wide(p, values, stride, [out0, out1])
+            } else {
+                x86::accumulate_pair(p, values, stride, [out0, out1])
+            }
+        };
     }
     portable::accumulate(p[0], values, stride, out0);
     portable::accumulate(p[1], values, stride, out1);
+}
+
+/// Asks for the vectors of positions `range` (position j's `d` floats at `vectors[j * stride..]`)
+/// to be brought into L2: where the hardware prefetcher does not follow a walk. Positions past
+/// `vectors` are skipped.
+pub fn prefetch(vectors: &[f32], stride: usize, d: usize, range: std::ops::Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    for j in range.take_while(|j| j * stride + d <= vectors.len()) {
+        let at = vectors[j * stride..].as_ptr();
+        for line in (0..d).step_by(64 / std::mem::size_of::<f32>()) {
+            // SAFETY: a prefetch reads nothing architecturally and cannot fault.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(at.wrapping_add(line).cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (vectors, stride, d, range);
 }
 
 /// `x ← exp(x - max)` over the row; returns `(max, Σ exp)`. `-inf` entries become exactly 0;
@@ -193,6 +223,66 @@ mod x86 {
             let [out0, out1] = out;
             scores(q[0], &keys[grouped * stride..], stride, scale, &mut out0[grouped..]);
             scores(q[1], &keys[grouped * stride..], stride, scale, &mut out1[grouped..]);
+        }
+    }
+
+    /// Whether the paired kernels may take AVX-512VL's 32 vector registers: on CPUs with it,
+    /// unless a lesser kernel was asked for (`KVENGINE_KERNEL`).
+    pub fn wide() -> bool {
+        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *WIDE.get_or_init(|| super::kernel() == super::Kernel::Avx512 && is_x86_feature_detected!("avx512vl"))
+    }
+
+    /// `scores_pair` with 32 registers: eight keys at a time for both queries, sixteen
+    /// accumulators, so each step loads ten vectors for sixteen multiply-adds where
+    /// `scores_pair` loads six for eight. Each key keeps its own accumulator and the same
+    /// reduction tree, so the same bits.
+    #[target_feature(enable = "avx512f,avx512vl")]
+    pub unsafe fn scores_pair_wide(q: [&[f32]; 2], keys: &[f32], stride: usize, scale: f32, out: [&mut [f32]; 2]) {
+        let (d, n) = (q[0].len(), out[0].len());
+        let kp = keys.as_ptr();
+        let grouped = n / 8 * 8;
+        let mut j = 0;
+        while j < grouped {
+            let mut acc = [[_mm256_setzero_ps(); 8]; 2];
+            for c in (0..d).step_by(8) {
+                let qv = [_mm256_loadu_ps(q[0].as_ptr().add(c)), _mm256_loadu_ps(q[1].as_ptr().add(c))];
+                for kk in 0..8 {
+                    let key = _mm256_loadu_ps(kp.add((j + kk) * stride + c));
+                    acc[0][kk] = _mm256_fmadd_ps(qv[0], key, acc[0][kk]);
+                    acc[1][kk] = _mm256_fmadd_ps(qv[1], key, acc[1][kk]);
+                }
+            }
+            for half in 0..2 {
+                let four = |i: usize| -> [__m256; 4] { std::array::from_fn(|kk| acc[i][4 * half + kk]) };
+                let [a, b] = [four(0), four(1)];
+                let sums = _mm256_mul_ps(reduce8(&[a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]), _mm256_set1_ps(scale));
+                _mm_storeu_ps(out[0].as_mut_ptr().add(j + 4 * half), _mm256_castps256_ps128(sums));
+                _mm_storeu_ps(out[1].as_mut_ptr().add(j + 4 * half), _mm256_extractf128_ps(sums, 1));
+            }
+            j += 8;
+        }
+        if grouped < n {
+            let [out0, out1] = out;
+            scores(q[0], &keys[grouped * stride..], stride, scale, &mut out0[grouped..]);
+            scores(q[1], &keys[grouped * stride..], stride, scale, &mut out1[grouped..]);
+        }
+    }
+
+    /// `accumulate_pair` with 32 registers: 64 floats of each output (sixteen registers) per
+    /// walk over the values, so each value is loaded once per query pair rather than twice.
+    #[target_feature(enable = "avx512f,avx512vl")]
+    pub unsafe fn accumulate_pair_wide(p: [&[f32]; 2], values: &[f32], stride: usize, out: [&mut [f32]; 2]) {
+        let d = out[0].len();
+        let outs = [out[0].as_mut_ptr(), out[1].as_mut_ptr()];
+        let mut c = 0;
+        while c + 64 <= d {
+            accumulate_pair_lanes::<8>(p, values.as_ptr().add(c), stride, [outs[0].add(c), outs[1].add(c)]);
+            c += 64;
+        }
+        while c < d {
+            accumulate_pair_lanes::<1>(p, values.as_ptr().add(c), stride, [outs[0].add(c), outs[1].add(c)]);
+            c += 8;
         }
     }
 

