@@ -143,7 +143,8 @@ impl WeightSource for GgufFile {
             .tensor(&mut self.reader, name, &Device::Cpu)
             .map_err(|e| Error::corrupt(format!("cannot read tensor '{name}' from {}: {}", self.path.display(), candle_message(&e))))?;
         Ok(match q.dtype() {
-            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => Weight::Dense(q.dequantize(&Device::Cpu)?),
+            // F32 stays in candle's blocks, which our kernels read as they are (`for_kernels`).
+            GgmlDType::F16 | GgmlDType::BF16 => Weight::Dense(q.dequantize(&Device::Cpu)?),
             _ => Weight::Quantized(Arc::new(q)),
         })
     }

@@ -146,6 +146,7 @@ unsafe fn repack(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: u
                         let nibbles = if r < 4 { packed } else { _mm512_srli_epi32::<4>(packed) };
                         _mm512_sub_epi8(_mm512_and_si512(nibbles, _mm512_set1_epi8(0x0f)), _mm512_set1_epi8(8))
                     }
+                    WeightFormat::F32 => unreachable!("f32 weights take f32 activations (QuantMatrix::new)"),
                 };
                 // Padding columns: zero, not the −8 the Q4_0 offset leaves.
                 _mm512_storeu_si512(out.add(r * 64) as *mut __m512i, _mm512_maskz_mov_epi32(mask, four));

@@ -71,9 +71,6 @@ pub unsafe fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[f
 /// Every block's values times its scale, in place of the blocks.
 fn widen(format: WeightFormat, weights: &[u8], out: &mut [f32]) {
     for (block, values) in weights.chunks_exact(format.block_bytes()).zip(out.chunks_exact_mut(BLOCK)) {
-        let (scale, ints) = format.decode(block);
-        for (v, &q) in values.iter_mut().zip(&ints) {
-            *v = q as f32 * scale;
-        }
+        values.copy_from_slice(&format.values(block));
     }
 }

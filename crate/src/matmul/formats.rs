@@ -1,6 +1,7 @@
-//! The GGUF block formats the integer kernels read in place: 32 weights per block with one f16
-//! scale in front. Q8_0 stores the 32 values as i8; Q4_0 packs them in 16 bytes as unsigned
-//! nibbles with an offset of 8 (low nibbles are values 0..16, high nibbles 16..32).
+//! The GGUF block formats the kernels read in place: 32 weights per block with one f16 scale in
+//! front. Q8_0 stores the 32 values as i8; Q4_0 packs them in 16 bytes as unsigned nibbles with
+//! an offset of 8 (low nibbles are values 0..16, high nibbles 16..32). F32 rows are read as
+//! blocks of 32 plain floats with no scale, so the same tiles and tasks serve unquantized models.
 
 use candle_core::quantized::GgmlDType;
 use half::f16;
@@ -12,6 +13,7 @@ pub const BLOCK: usize = 32;
 pub enum WeightFormat {
     Q8_0,
     Q4_0,
+    F32,
 }
 
 impl WeightFormat {
@@ -20,6 +22,7 @@ impl WeightFormat {
         match dtype {
             GgmlDType::Q8_0 => Some(Self::Q8_0),
             GgmlDType::Q4_0 => Some(Self::Q4_0),
+            GgmlDType::F32 => Some(Self::F32),
             _ => None,
         }
     }
@@ -29,6 +32,7 @@ impl WeightFormat {
         match self {
             Self::Q8_0 => GgmlDType::Q8_0,
             Self::Q4_0 => GgmlDType::Q4_0,
+            Self::F32 => GgmlDType::F32,
         }
     }
 
@@ -36,6 +40,7 @@ impl WeightFormat {
         match self {
             Self::Q8_0 => 2 + BLOCK,
             Self::Q4_0 => 2 + BLOCK / 2,
+            Self::F32 => BLOCK * size_of::<f32>(),
         }
     }
 
@@ -49,7 +54,29 @@ impl WeightFormat {
         row_bytes / self.block_bytes() * BLOCK
     }
 
+    /// The format whose discriminant (`as u8`) is `discriminant`, for kernels specialised on it.
+    pub const fn from_discriminant(discriminant: u8) -> Self {
+        match discriminant {
+            0 => Self::Q8_0,
+            1 => Self::Q4_0,
+            _ => Self::F32,
+        }
+    }
+
+    /// The block's 32 values as f32: each integer times the scale, or the floats themselves.
+    pub fn values(self, block: &[u8]) -> [f32; BLOCK] {
+        match self {
+            Self::F32 => std::array::from_fn(|i| f32::from_le_bytes([0, 1, 2, 3].map(|b| block[4 * i + b]))),
+            _ => {
+                let (scale, ints) = self.decode(block);
+                ints.map(|q| q as f32 * scale)
+            }
+        }
+    }
+
     /// The block's scale and its 32 values as signed integers (the portable path and tests).
+    /// Integer formats only: f32 rows never meet the 8-bit roads that read these
+    /// (`QuantMatrix::new` gives them f32 activations).
     pub fn decode(self, block: &[u8]) -> (f32, [i8; BLOCK]) {
         let scale = f16::from_le_bytes([block[0], block[1]]).to_f32();
         let mut values = [0i8; BLOCK];
@@ -61,6 +88,7 @@ impl WeightFormat {
                     values[i + BLOCK / 2] = (b >> 4) as i8 - 8;
                 }
             }
+            Self::F32 => unreachable!("f32 rows have no integer blocks"),
         }
         (scale, values)
     }

@@ -60,6 +60,9 @@ impl QuantMatrix {
         if k == 0 || k % BLOCK != 0 {
             return None;
         }
+        // llama.cpp multiplies f32 weights by f32 activations too: rounding the activations
+        // would throw away the precision that is the point of an unquantized model.
+        let activations = if format == WeightFormat::F32 { Activations::F32 } else { activations };
         let stored = match activations {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             Activations::Q8 if q8_panels() => Stored::Panels(x86_q8_panels::Q8Panels::pack(format, &tensor.data().ok()?, n, k)),
@@ -115,7 +118,8 @@ impl QuantMatrix {
             return Err(Error::invalid(format!("matmul input of {} values does not match {m} rows of {k}", x.len())));
         }
         if matrices.iter().any(|w| w.activations != matrices[0].activations) {
-            return Err(Error::invalid("matrices multiplied together must take their activations alike"));
+            // A file mixing f32 and quantized projections of one input: each on its own road.
+            return matrices.iter().map(|w| Ok(Self::forward_many(&[w], x, runs)?.pop().unwrap_or_default())).collect();
         }
         if let [(rows, wide)] = runs.0.as_slice() {
             return Self::forward_run(matrices, x, rows.len(), *wide);
@@ -344,9 +348,13 @@ unsafe fn portable(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &[
             let w_row = &weights[col * row_bytes..(col + 1) * row_bytes];
             let mut sum = 0.0f32;
             for (block, a) in w_row.chunks_exact(format.block_bytes()).zip(acts.chunks_exact(BLOCK)) {
-                let (scale, w) = format.decode(block);
-                let dot: f32 = w.iter().zip(a).map(|(&w, &a)| w as f32 * a).sum();
-                sum += dot * scale;
+                sum += match format {
+                    WeightFormat::F32 => format.values(block).iter().zip(a).map(|(&w, &a)| w * a).sum(),
+                    _ => {
+                        let (scale, w) = format.decode(block);
+                        w.iter().zip(a).map(|(&w, &a)| w as f32 * a).sum::<f32>() * scale
+                    }
+                };
             }
             out.set(row, col, sum);
         }

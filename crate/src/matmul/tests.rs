@@ -39,10 +39,11 @@ fn worst_relative(got: &[f32], want: &[f32]) -> f32 {
 }
 
 /// Both roads against the dequantized product: narrow shapes exercise the 2x2, 1x4 and single
-/// column tiles, wide ones the f32 panels (no activation rounding on either side).
+/// column tiles, wide ones the f32 panels (no activation rounding on either side). F32 weights
+/// against candle's own f32 matmul.
 #[test]
 fn kernels_match_the_dequantized_product_for_every_shape() {
-    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+    for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::F32] {
         for (m, n, k) in [(1, 13, 64), (7, 13, 96), (5, 64, 576), (8, 21, 2144), (33, 100, 128), (dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)] {
             let tensor = quantized(dtype, n, k);
             let x = noise(m as u64, m * k);
@@ -109,7 +110,8 @@ fn run_kernel(kernel: Kernel, matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<
 #[test]
 fn simd_and_portable_kernels_agree() {
     let (m, n, k) = (6, 9, 160);
-    for (dtype, activations) in [GgmlDType::Q8_0, GgmlDType::Q4_0].into_iter().flat_map(|d| [(d, Activations::F32), (d, Activations::Q8)]) {
+    let cases = [GgmlDType::Q8_0, GgmlDType::Q4_0].into_iter().flat_map(|d| [(d, Activations::F32), (d, Activations::Q8)]);
+    for (dtype, activations) in cases.chain([(GgmlDType::F32, Activations::F32)]) {
         let matrix = QuantMatrix::new(quantized(dtype, n, k), activations).expect("supported format");
         let x = noise(9, m * k);
         let portable = run_kernel(Kernel::Portable, &matrix, &x, m);
@@ -119,6 +121,22 @@ fn simd_and_portable_kernels_agree() {
             }
         }
     }
+}
+
+/// F32 weights keep f32 activations whatever the model asks, and share a call with 8-bit
+/// matrices (a file mixing the two) by each taking its own road.
+#[test]
+fn f32_weights_are_never_rounded_to_8_bits() {
+    let (m, n, k) = (8, 40, 576);
+    let (weights, blocks) = (quantized(GgmlDType::F32, n, k), quantized(GgmlDType::Q8_0, n, k));
+    let x = noise(5, m * k);
+    let f32_rows = QuantMatrix::new(weights.clone(), Activations::Q8).expect("supported");
+    assert_eq!(f32_rows.activations, Activations::F32);
+    let worst = worst_relative(&f32_rows.forward(&x, m).expect("forward"), &reference(&weights, &x, m, k));
+    assert!(worst < 1e-5, "f32 weights asked for 8-bit activations: worst relative difference {worst}");
+    let q8_rows = QuantMatrix::new(blocks, Activations::Q8).expect("supported");
+    let together = QuantMatrix::forward_many(&[&f32_rows, &q8_rows], &x, &RowRuns::uniform(m)).expect("mixed call");
+    assert!(together[0] == f32_rows.forward(&x, m).expect("alone") && together[1] == q8_rows.forward(&x, m).expect("alone"));
 }
 
 #[test]
@@ -150,7 +168,7 @@ fn a_rows_output_does_not_depend_on_its_batch() {
 /// does not.
 #[test]
 fn tile_shapes_agree_bit_for_bit() {
-    let shapes = [(GgmlDType::Q8_0, 576), (GgmlDType::Q4_0, 576), (GgmlDType::Q8_0, 2144), (GgmlDType::Q4_0, 2144)];
+    let shapes = [(GgmlDType::Q8_0, 576), (GgmlDType::Q4_0, 576), (GgmlDType::Q8_0, 2144), (GgmlDType::Q4_0, 2144), (GgmlDType::F32, 576), (GgmlDType::F32, 2144)];
     for ((dtype, k), activations) in shapes.into_iter().flat_map(|s| [(s, Activations::F32), (s, Activations::Q8)]) {
         let (m, n) = (15, 37);
         let matrix = QuantMatrix::new(quantized(dtype, n, k), activations).expect("supported");

@@ -42,6 +42,7 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m256; 4] {
     match format {
         // Eight bytes at a time straight from memory into the sign extension.
         WeightFormat::Q8_0 => std::array::from_fn(|c| to_f32(_mm_loadl_epi64(block.add(2 + 8 * c) as *const __m128i))),
+        WeightFormat::F32 => std::array::from_fn(|c| _mm256_loadu_ps((block as *const f32).add(8 * c))),
         // Bytes 0..8 and 8..16 zero-extended to 32-bit lanes hold values 0..8 and 8..16 in
         // their low nibbles and 16..24 and 24..32 in their high ones. A nibble n put in the
         // mantissa of 2^23 is the float 2^23 + n, and taking 2^23 + 8 off leaves n − 8 exactly:
@@ -126,10 +127,14 @@ unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile
     let ahead = RowsAhead::of(tile);
     for b in 0..blocks {
         ahead.prefetch(b * stride);
+        if stride > 64 {
+            // An f32 block spans two cache lines.
+            ahead.prefetch(b * stride + 64);
+        }
         for i in 0..NR {
             let block = tile.weights[i].add(b * stride);
             let w = widen(format, block);
-            let scale = _mm256_broadcastss_ps(block_scale(block));
+            let scale = if format == WeightFormat::F32 { _mm256_set1_ps(1.0) } else { _mm256_broadcastss_ps(block_scale(block)) };
             for j in 0..MR {
                 // Every output runs this same sequence whatever the tile's shape, so a row's
                 // result does not depend on how many rows share its call.

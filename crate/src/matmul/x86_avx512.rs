@@ -33,6 +33,7 @@ impl TileKernel for Avx512 {
         match format {
             WeightFormat::Q8_0 => tile_avx512::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks, acc),
             WeightFormat::Q4_0 => tile_avx512::<MR, NR, { WeightFormat::Q4_0 as u8 }>(tile, blocks, acc),
+            WeightFormat::F32 => tile_avx512::<MR, NR, { WeightFormat::F32 as u8 }>(tile, blocks, acc),
         }
     }
 
@@ -45,6 +46,9 @@ impl TileKernel for Avx512 {
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m512; 2] {
+    if format == WeightFormat::F32 {
+        return [0, 16].map(|at| _mm512_loadu_ps((block as *const f32).add(at)));
+    }
     let scale = _mm512_broadcastss_ps(block_scale(block));
     let bytes = |at: usize| _mm_loadu_si128(block.add(2 + at) as *const __m128i);
     match format {
@@ -60,6 +64,7 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m512; 2] {
             let table = _mm512_fmadd_ps(nibbles, scale, _mm512_mul_ps(scale, _mm512_set1_ps(-8.0)));
             [_mm512_permutexvar_ps(packed, table), _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(packed), table)]
         }
+        WeightFormat::F32 => unreachable!("read above"),
     }
 }
 
@@ -75,12 +80,16 @@ pub(super) unsafe fn horizontal_sum(lanes: &[f32; 16]) -> f32 {
 /// whose discriminant is `FORMAT`.
 #[target_feature(enable = "avx512f")]
 unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR, *const f32>, blocks: usize, sums: &mut [[[f32; 16]; NR]; MR]) {
-    let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
+    let format = WeightFormat::from_discriminant(FORMAT);
     let stride = format.block_bytes();
     let mut acc: [[__m512; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm512_loadu_ps(sums[j][i].as_ptr())));
     let ahead = RowsAhead::of(tile);
     for b in 0..blocks {
         ahead.prefetch(b * stride);
+        if stride > 64 {
+            // An f32 block spans two cache lines.
+            ahead.prefetch(b * stride + 64);
+        }
         let w: [[__m512; 2]; NR] = std::array::from_fn(|i| widen(format, tile.weights[i].add(b * stride)));
         // Row by row, so only one row's activations are live beside the accumulators: loading
         // all of them first spilled accumulators to the stack at 8 rows.

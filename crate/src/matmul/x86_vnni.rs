@@ -46,6 +46,7 @@ impl TileKernel for Vnni512 {
         match format {
             WeightFormat::Q8_0 => tile_vnni::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks, acc),
             WeightFormat::Q4_0 => tile_vnni::<MR, NR, { WeightFormat::Q4_0 as u8 }>(tile, blocks, acc),
+            WeightFormat::F32 => unreachable!("f32 weights take f32 activations (QuantMatrix::new)"),
         }
     }
 

@@ -25,8 +25,9 @@ pub use block::{Block, BlockLoader};
 /// A projection. Block formats with a kernel of ours (`matmul`) run on it; candle's matmul on
 /// the same weights is the reference path, and the fast path for every other format.
 struct Linear {
-    /// candle's matmul; `None` where `fast` holds the only copy of the weights (8-bit panels),
-    /// from which the reference path rebuilds it.
+    /// candle's matmul, where our kernels do not read the format; else `fast` holds the only
+    /// copy of the weights (as 8-bit panels, or blocks candle would widen again), from which the
+    /// reference path rebuilds it.
     weight: Option<QMatMul>,
     fast: Option<QuantMatrix>,
     bias: Option<Tensor>,
@@ -50,8 +51,8 @@ impl Linear {
             Weight::Dense(_) => None,
         };
         let weight = match &fast {
-            Some(fast) if fast.has_panels() => None,
-            _ => Some(weight.into_matmul()?),
+            Some(_) => None,
+            None => Some(weight.into_matmul()?),
         };
         Ok(Self { weight, fast, bias })
     }
