@@ -54,15 +54,6 @@ impl WeightFormat {
         row_bytes / self.block_bytes() * BLOCK
     }
 
-    /// The format whose discriminant (`as u8`) is `discriminant`, for kernels specialised on it.
-    pub const fn from_discriminant(discriminant: u8) -> Self {
-        match discriminant {
-            0 => Self::Q8_0,
-            1 => Self::Q4_0,
-            _ => Self::F32,
-        }
-    }
-
     /// The block's 32 values as f32: each integer times the scale, or the floats themselves.
     pub fn values(self, block: &[u8]) -> [f32; BLOCK] {
         match self {
