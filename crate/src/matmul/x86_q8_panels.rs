@@ -92,9 +92,9 @@ impl Q8Panels {
                 let (at, lane) = (PanelAt::of(col / COLS, blocks, panels - pair * PAIR), col % COLS);
                 for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
                     scales[at.block(b) * COLS + lane] = u16::from_le_bytes([block[0], block[1]]);
-                    let out = &mut values[at.block(b) * Self::block_bytes(format)..];
                     for (i, four) in block[2..].chunks_exact(GROUP).enumerate() {
-                        out[i * COLS * GROUP + lane * GROUP..][..GROUP].iter_mut().zip(four).for_each(|(o, &v)| *o = v ^ bias);
+                        let out = &mut values[at.group(b, i, Self::block_bytes(format)) + lane * GROUP..][..GROUP];
+                        out.iter_mut().zip(four).for_each(|(o, &v)| *o = v ^ bias);
                     }
                 }
             }
@@ -111,11 +111,10 @@ impl Q8Panels {
         for (col, row) in data.chunks_exact_mut(row_bytes).enumerate() {
             let (panel, lane) = (PanelAt::of(col / COLS, self.blocks, self.n.div_ceil(COLS)), col % COLS);
             for (b, block) in row.chunks_exact_mut(self.format.block_bytes()).enumerate() {
-                let at = panel.block(b);
-                block[..2].copy_from_slice(&self.scales[at * COLS + lane].to_le_bytes());
-                let values = &self.values[at * block_bytes..];
+                block[..2].copy_from_slice(&self.scales[panel.block(b) * COLS + lane].to_le_bytes());
                 for (i, four) in block[2..].chunks_exact_mut(GROUP).enumerate() {
-                    four.iter_mut().zip(&values[i * COLS * GROUP + lane * GROUP..][..GROUP]).for_each(|(v, &packed)| *v = packed ^ self.bias);
+                    let packed = &self.values[panel.group(b, i, block_bytes) + lane * GROUP..][..GROUP];
+                    four.iter_mut().zip(packed).for_each(|(v, &packed)| *v = packed ^ self.bias);
                 }
             }
         }
@@ -156,7 +155,7 @@ impl Q8Panels {
                 let pair = at.stride == PAIR && col / COLS % PAIR == 0 && last - col > COLS;
                 let width = (last - col).min(if pair { PAIR * COLS } else { COLS });
                 let panel = Panel {
-                    values: self.values[at.first * Self::block_bytes(self.format)..].as_ptr(),
+                    values: self.values[at.group(0, 0, Self::block_bytes(self.format))..].as_ptr(),
                     scales: self.scales[at.first * COLS..].as_ptr(),
                     blocks,
                     stride: at.stride,
@@ -166,9 +165,9 @@ impl Q8Panels {
                     let at = Rows { acts, offsets, first: row };
                     let mut totals: Totals = [[0.0f32; 2 * COLS]; TOTALS_ROWS];
                     match (vnni, q4, pair) {
-                        (true, true, true) => tiles_vnni::<2, true>(&panel, &at, rows, &mut totals),
+                        (true, true, true) => tiles_vnni_pair::<true>(&panel, &at, rows, &mut totals),
                         (true, true, false) => tiles_vnni::<1, true>(&panel, &at, rows, &mut totals),
-                        (true, false, true) => tiles_vnni::<2, false>(&panel, &at, rows, &mut totals),
+                        (true, false, true) => tiles_vnni_pair::<false>(&panel, &at, rows, &mut totals),
                         (true, false, false) => tiles_vnni::<1, false>(&panel, &at, rows, &mut totals),
                         (false, true, true) => tiles::<2, true>(&panel, &at, rows, &mut totals),
                         (false, true, false) => tiles::<1, true>(&panel, &at, rows, &mut totals),
@@ -233,30 +232,61 @@ unsafe fn tiles_vnni<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows,
     }
 }
 
+/// `tiles_vnni` for a pair of panels, in 512-bit vectors (`tile_pair`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tiles_vnni_pair<const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut Totals) {
+    match count {
+        8.. => tile_pair::<8, Q4>(panel, rows, totals),
+        7 => tile_pair::<7, Q4>(panel, rows, totals),
+        6 => tile_pair::<6, Q4>(panel, rows, totals),
+        5 => tile_pair::<5, Q4>(panel, rows, totals),
+        4 => tile_pair::<4, Q4>(panel, rows, totals),
+        3 => tile_pair::<3, Q4>(panel, rows, totals),
+        2 => tile_pair::<2, Q4>(panel, rows, totals),
+        _ => tile_pair::<1, Q4>(panel, rows, totals),
+    }
+}
+
 type Totals = [[f32; 2 * COLS]; TOTALS_ROWS];
 
 /// Panels whose blocks sit side by side in memory: a pair's, interleaved.
 const PAIR: usize = 2;
 
-/// Where a panel's blocks are, counted in panel blocks: block b at `first + b · stride`, its
-/// pair partner's (if any) next to it. Every pair but a lone last panel holds two panels.
+/// Where a panel's blocks are. Its scales: block b's at `block(b)` (in panel blocks), its pair
+/// partner's (if any) next to them. Its values: a pair's blocks in turn, and within a block
+/// each 32-byte group of the first panel beside the same group of the second, so the group of
+/// both is one 512-bit vector (`group`). Every pair but a lone last panel holds two panels.
 struct PanelAt {
     first: usize,
     stride: usize,
+    /// The pair's first block, and which of its panels this is.
+    pair_first: usize,
+    side: usize,
 }
 
 impl PanelAt {
     fn of(panel: usize, blocks: usize, panels: usize) -> Self {
         let pair = panel / PAIR;
-        Self { first: pair * PAIR * blocks + panel % PAIR, stride: (panels - pair * PAIR).min(PAIR) }
+        let (pair_first, side) = (pair * PAIR * blocks, panel % PAIR);
+        Self { first: pair_first + side, stride: (panels - pair * PAIR).min(PAIR), pair_first, side }
     }
 
     fn block(&self, b: usize) -> usize {
         self.first + b * self.stride
     }
+
+    /// The byte where group `i` of block `b` begins, for panel blocks of `block_bytes`.
+    fn group(&self, b: usize, i: usize, block_bytes: usize) -> usize {
+        (self.pair_first + b * self.stride) * block_bytes + (i * self.stride + self.side) * GROUP_BYTES
+    }
 }
 
-/// A tile's repacked blocks and scales: panel p's block b is `b · stride + p` blocks on.
+/// Bytes of one group: four values of each of a panel's columns.
+const GROUP_BYTES: usize = COLS * GROUP;
+
+/// A tile's repacked blocks and scales: group i of block b of the tile's panel p is at byte
+/// `b · stride · block bytes + (i · stride + p) · GROUP_BYTES` (`PanelAt::group`), its scales
+/// `(b · stride + p) · COLS` on.
 struct Panel {
     values: *const u8,
     scales: *const u16,
@@ -340,12 +370,12 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>
     // a tile ahead was no faster there (1B Q8_0 batch-1 decode 25.6 tok/s with, 26.7 without).
     let ahead = panel.stride * blocks * block_bytes;
     for b in 0..blocks {
-        let block: [*const u8; P] = std::array::from_fn(|p| panel.values.add((b * panel.stride + p) * block_bytes));
+        let base = panel.values.add(b * panel.stride * block_bytes);
         for line in (0..if R > 1 { P * block_bytes } else { 0 }).step_by(64) {
             // SAFETY: a prefetch reads nothing architecturally and cannot fault.
-            _mm_prefetch::<_MM_HINT_T0>(block[line / block_bytes].wrapping_add(ahead + line % block_bytes) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(ahead + line) as *const i8);
         }
-        let load = |i: usize| -> [__m256i; P] { std::array::from_fn(|p| _mm256_loadu_si256(block[p].add(i * COLS * GROUP) as *const __m256i)) };
+        let load = |i: usize| -> [__m256i; P] { std::array::from_fn(|p| _mm256_loadu_si256(base.add((i * panel.stride + p) * GROUP_BYTES) as *const __m256i)) };
         let mut dots: [[__m256i; P]; R] = std::array::from_fn(|r| [start::<Q4, VNNI>(offsets[r], b); P]);
         if Q4 {
             for i in 0..BLOCK / 2 / GROUP {
@@ -371,5 +401,63 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>
         for (p, acc) in acc.into_iter().enumerate() {
             _mm256_storeu_ps(total[p * COLS..].as_mut_ptr(), acc);
         }
+    }
+}
+
+/// `tile` on the VNNI road for both panels of a pair, in 512-bit vectors: a group of the pair
+/// is one vector (`PanelAt`), so each row's four activation bytes are broadcast from memory
+/// inside its `vpdpbusd` (one instruction per row and group, where the 256-bit tile spent a
+/// broadcast and two), and a row's sums and totals take one register each. The same integer
+/// dots and the same two roundings per block as `tile`, so the same bits.
+#[inline(always)]
+unsafe fn tile_pair<const R: usize, const Q4: bool>(panel: &Panel, rows: &Rows, totals: &mut Totals) {
+    let (k, blocks) = (rows.acts.k, panel.blocks);
+    let block_bytes = Q8Panels::block_bytes(if Q4 { WeightFormat::Q4_0 } else { WeightFormat::Q8_0 });
+    let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[(rows.first + r) * k..].as_ptr().cast());
+    let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[(rows.first + r) * blocks..].as_ptr());
+    let offsets: [*const i32; R] = std::array::from_fn(|r| rows.offsets[(rows.first + r) * blocks..].as_ptr());
+    let nibble = _mm512_set1_epi8(0x0f);
+    let bias = if Q4 { -8 } else { -128 };
+    let mut acc = [_mm512_setzero_ps(); R];
+    let ahead = PAIR * blocks * block_bytes;
+    for b in 0..blocks {
+        let base = panel.values.add(b * PAIR * block_bytes);
+        for line in (0..if R > 1 { PAIR * block_bytes } else { 0 }).step_by(64) {
+            // SAFETY: a prefetch reads nothing architecturally and cannot fault.
+            _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(ahead + line) as *const i8);
+        }
+        let mut dots = [_mm512_setzero_si512(); R];
+        for r in 0..R {
+            dots[r] = _mm512_set1_epi32(bias * *offsets[r].add(b));
+        }
+        let group = |i: usize| _mm512_loadu_si512(base.add(i * PAIR * GROUP_BYTES).cast());
+        let four = |r: usize, at: usize| _mm512_set1_epi32(acts[r].add(b * BLOCK + at).cast::<i32>().read_unaligned());
+        if Q4 {
+            for i in 0..BLOCK / 2 / GROUP {
+                let packed = group(i);
+                let (low, high) = (_mm512_and_si512(packed, nibble), _mm512_and_si512(_mm512_srli_epi16::<4>(packed), nibble));
+                for r in 0..R {
+                    dots[r] = _mm512_dpbusd_epi32(dots[r], low, four(r, i * GROUP));
+                }
+                for r in 0..R {
+                    dots[r] = _mm512_dpbusd_epi32(dots[r], high, four(r, BLOCK / 2 + i * GROUP));
+                }
+            }
+        } else {
+            for i in 0..BLOCK / GROUP {
+                let w = group(i);
+                for r in 0..R {
+                    dots[r] = _mm512_dpbusd_epi32(dots[r], w, four(r, i * GROUP));
+                }
+            }
+        }
+        let weight_scales = _mm512_cvtph_ps(_mm256_loadu_si256(panel.scales.add(b * PAIR * COLS).cast()));
+        for r in 0..R {
+            let scale = _mm512_mul_ps(weight_scales, _mm512_set1_ps(*scales[r].add(b)));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[r]), scale, acc[r]);
+        }
+    }
+    for r in 0..R {
+        _mm512_storeu_ps(totals[r].as_mut_ptr(), acc[r]);
     }
 }
