@@ -151,6 +151,21 @@ test.serial('continuing a cached conversation equals re-prefilling it', async (t
   cache.dispose()
 })
 
+test.serial('a cache made beforehand and reused gives each call what a fresh one gives, samples included', async (t) => {
+  const prompt = encode(chatml('Write a one-line story about a fox.'))
+  const options = { numSamples: 3, maxTokens: 12, temperature: 1, seed: 7 }
+  const fresh = await engine.generateBatch(prompt, options)
+  const cache = model.createCache(3, 64)
+  t.deepEqual(await engine.generateBatch(prompt, { ...options, cache }), fresh)
+  cache.reset()
+  t.deepEqual(await engine.generateBatch(prompt, { ...options, cache }), fresh, 'the same after a reset')
+  const held = Array.from(cache.seqlens)
+  const error = await t.throwsAsync(engine.generateBatch(prompt, { numSamples: 2, cache }))
+  t.regex(error?.message ?? '', /one row per prompt and sample: 1 × 2 = 2, but it has 3/)
+  t.deepEqual(Array.from(cache.seqlens), held, 'the refused call touched nothing')
+  cache.dispose()
+})
+
 test.serial('applyChatTemplate renders the model\'s own template (ChatML for SmolLM2)', (t) => {
   const text = model.applyChatTemplate([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true })
   t.is(text, chatml('Hi'))

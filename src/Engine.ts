@@ -174,8 +174,11 @@ export class Engine {
       const capacity = Math.min(longest + plan.reserve, this.model.info.contextLength)
       return { cache: this.model.createCache(rowCount, capacity), owned: true }
     }
-    if (plan.numSamples !== 1 || given.batchSize !== plan.prompts.length) {
-      throw new KvEngineError('INVALID_ARGUMENT', `a given cache needs numSamples 1 and one row per prompt (it has ${given.batchSize} rows)`)
+    if (given.batchSize !== rowCount) {
+      throw new KvEngineError(
+        'INVALID_ARGUMENT',
+        `a given cache needs one row per prompt and sample: ${plan.prompts.length} × ${plan.numSamples} = ${rowCount}, but it has ${given.batchSize}; create it with model.createCache(${rowCount}, …)`,
+      )
     }
     return { cache: given, owned: false }
   }

@@ -24,9 +24,12 @@ export interface GenerateOptions extends SamplingOptions {
   /** Aborting ends generation promptly with a KvEngineError('ABORTED'); the model stays usable. */
   signal?: AbortSignal
   /**
-   * Continue rows already held in this cache instead of starting fresh (multi-turn chat without
-   * re-prefilling history). Needs one row per prompt and `numSamples: 1`; the cache is left
-   * holding everything that was fed through the model, and is not disposed.
+   * Generate into this cache instead of a fresh one: made once (`model.createCache(rows, positions)`,
+   * the cost of a llama.cpp context) and used for many generations, or to continue rows it
+   * already holds (multi-turn chat without re-prefilling history). It needs one row per prompt
+   * and sample: prompt i's first sample continues row `i × numSamples`, and the other samples'
+   * rows are overwritten with copies of it after the prefill (`cache.reset()` empties them
+   * all). The cache is left holding everything fed through the model, and is not disposed.
    */
   cache?: KvCache
 }

@@ -75,6 +75,10 @@ export function modelTable(m: ModelResult, bw: Bandwidth | null): string {
   out.push(`  kvengine KV: ${k[0]?.kvNote ?? '–'}; llama.cpp KV: ${l[0]?.kvNote ?? '–'}`)
   for (const e of m.errors) out.push(`  FAILED: ${e}`)
   for (const r of l) for (const a of r.aggregate) out.push(`  llama.cpp ${r.threads}t, ${a.samples} samples: ${Object.entries(a.tried ?? {}).map(([how, ms]) => `${how}: ${ms.toFixed(0)} ms`).join('; ')}`)
+  for (const r of [...k, ...l]) {
+    const made = r.aggregate.filter((a) => a.setupMs !== undefined).map((a) => `${a.samples} samples ${a.setupMs!.toFixed(0)} ms`)
+    if (made.length > 0) out.push(`  ${r.engine} ${r.threads}t, KV store made before the timer (${r.engine === 'kvengine' ? 'model.createCache' : 'model.createContext'}): ${made.join(', ')}`)
+  }
   out.push(...studyLines(k))
   return out.join('\n')
 }

@@ -30,6 +30,8 @@ export interface AggregateFigure {
   tsShare?: number
   /** llama.cpp: wall time of every way tried, by method. */
   tried?: Record<string, number>
+  /** Making the KV store before the timer starts (kvengine's cache, llama.cpp's context), ms. */
+  setupMs?: number
 }
 
 export interface KvStudy {
