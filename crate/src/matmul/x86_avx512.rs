@@ -33,7 +33,7 @@ impl TileKernel for Avx512 {
         match format {
             WeightFormat::Q8_0 => tile_avx512::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks, acc),
             WeightFormat::Q4_0 => tile_avx512::<MR, NR, { WeightFormat::Q4_0 as u8 }>(tile, blocks, acc),
-            WeightFormat::F32 => tile_f32(tile, blocks, acc),
+            WeightFormat::F32 => tile_avx512::<MR, NR, { WeightFormat::F32 as u8 }>(tile, blocks, acc),
         }
     }
 
@@ -61,7 +61,7 @@ unsafe fn widen(format: WeightFormat, block: *const u8) -> [__m512; 2] {
             let table = _mm512_fmadd_ps(nibbles, scale, _mm512_mul_ps(scale, _mm512_set1_ps(-8.0)));
             [_mm512_permutexvar_ps(packed, table), _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(packed), table)]
         }
-        WeightFormat::F32 => unreachable!("f32 blocks are multiplied as they are (`tile_f32`)"),
+        WeightFormat::F32 => unreachable!("f32 blocks are loaded as they are (`tile_avx512`)"),
     }
 }
 
@@ -77,37 +77,11 @@ pub(super) unsafe fn horizontal_sum(lanes: &[f32; 16]) -> f32 {
 /// whose discriminant is `FORMAT`.
 #[target_feature(enable = "avx512f")]
 unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR, *const f32>, blocks: usize, sums: &mut [[[f32; 16]; NR]; MR]) {
-    let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
+    let format = [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::F32].into_iter().find(|f| *f as u8 == FORMAT).unwrap_or(WeightFormat::F32);
     let stride = format.block_bytes();
-    let mut acc: [[__m512; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm512_loadu_ps(sums[j][i].as_ptr())));
-    let ahead = RowsAhead::of(tile);
-    for b in 0..blocks {
-        ahead.prefetch(b * stride);
-        let w: [[__m512; 2]; NR] = std::array::from_fn(|i| widen(format, tile.weights[i].add(b * stride)));
-        // Row by row, so only one row's activations are live beside the accumulators: loading
-        // all of them first spilled accumulators to the stack at 8 rows.
-        for j in 0..MR {
-            let a = tile.acts[j].add(b * BLOCK);
-            let (low, high) = (_mm512_loadu_ps(a), _mm512_loadu_ps(a.add(16)));
-            for i in 0..NR {
-                acc[j][i] = _mm512_fmadd_ps(w[i][0], low, acc[j][i]);
-                acc[j][i] = _mm512_fmadd_ps(w[i][1], high, acc[j][i]);
-            }
-        }
-    }
-    for j in 0..MR {
-        for i in 0..NR {
-            _mm512_storeu_ps(sums[j][i].as_mut_ptr(), acc[j][i]);
-        }
-    }
-}
-
-/// `tile_avx512` for f32 weights: the same two FMAs per block and output, in the same order,
-/// with the weights loaded as they are. Plain loops over arrays: written with closures, as the
-/// quantized tile is, the loads stayed out of line and every vector went through the stack
-/// (37 ms a SmolLM2 F32 step at batch 8, against 24 at batch 1).
-#[target_feature(enable = "avx512f")]
-unsafe fn tile_f32<const MR: usize, const NR: usize>(tile: &Tile<MR, NR, *const f32>, blocks: usize, sums: &mut [[[f32; 16]; NR]; MR]) {
+    // Plain loops over arrays, not closures: through `from_fn` the f32 loads stayed out of
+    // line and every vector went through the stack (SmolLM2 F32 at batch 8: 37 ms a step,
+    // against 24 at batch 1).
     let mut acc = [[_mm512_setzero_ps(); NR]; MR];
     for j in 0..MR {
         for i in 0..NR {
@@ -115,16 +89,19 @@ unsafe fn tile_f32<const MR: usize, const NR: usize>(tile: &Tile<MR, NR, *const 
         }
     }
     let ahead = RowsAhead::of(tile);
-    let stride = WeightFormat::F32.block_bytes();
     for b in 0..blocks {
-        // A block is two cache lines.
         ahead.prefetch(b * stride);
-        ahead.prefetch(b * stride + 64);
+        if stride > 64 {
+            // An f32 block is two cache lines.
+            ahead.prefetch(b * stride + 64);
+        }
         let mut w = [[_mm512_setzero_ps(); 2]; NR];
         for i in 0..NR {
-            let block = (tile.weights[i] as *const f32).add(b * BLOCK);
-            w[i] = [_mm512_loadu_ps(block), _mm512_loadu_ps(block.add(16))];
+            let block = tile.weights[i].add(b * stride);
+            w[i] = if format == WeightFormat::F32 { [0, 16].map(|at| _mm512_loadu_ps((block as *const f32).add(at))) } else { widen(format, block) };
         }
+        // Row by row, so only one row's activations are live beside the accumulators: loading
+        // all of them first spilled accumulators to the stack at 8 rows.
         for j in 0..MR {
             let a = tile.acts[j].add(b * BLOCK);
             let (low, high) = (_mm512_loadu_ps(a), _mm512_loadu_ps(a.add(16)));
