@@ -327,7 +327,7 @@ impl Kernel {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx512, Input::F32(x)) => tiled::run::<x86_avx512::Avx512>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Self::Avx512, Input::Vnni(x)) if x86_vnni::available() => tiled::run::<x86_vnni::Vnni512>(format, weights, row_bytes, cols, x, m, out),
+            (Self::Avx512, Input::Vnni(x)) if x86_vnni::available() && format != WeightFormat::F32 => tiled::run::<x86_vnni::Vnni512>(format, weights, row_bytes, cols, x, m, out),
             // Off AMX CPUs, 8-bit rows take the panels (`x86_q8_panels.rs`), which need the
             // weights repacked and so do not run here; these rows get the definition.
             (_, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => portable_q8(format, weights, row_bytes, x, m, out),
@@ -375,10 +375,16 @@ unsafe fn portable_q8(format: WeightFormat, weights: &[u8], row_bytes: usize, x:
             let w_row = &weights[col * row_bytes..(col + 1) * row_bytes];
             let mut sum = 0.0f32;
             for (block, (a, &act_scale)) in w_row.chunks_exact(format.block_bytes()).zip(acts.clone()) {
-                let (scale, w) = format.decode(block);
-                let dot: i32 = w.iter().zip(a).map(|(&w, &a)| w as i32 * a as i32).sum();
-                // Fused, as the SIMD kernels add it: one instruction there, not two.
-                sum = (dot as f32).mul_add(scale * act_scale, sum);
+                sum = match format {
+                    // Never asked for by a model (`QuantMatrix::new`), but defined all the same.
+                    WeightFormat::F32 => format.values(block).iter().zip(a).map(|(&w, &a)| w * a as f32).sum::<f32>().mul_add(act_scale, sum),
+                    _ => {
+                        let (scale, w) = format.decode(block);
+                        let dot: i32 = w.iter().zip(a).map(|(&w, &a)| w as i32 * a as i32).sum();
+                        // Fused, as the SIMD kernels add it: one instruction there, not two.
+                        (dot as f32).mul_add(scale * act_scale, sum)
+                    }
+                };
             }
             out.set(row, col, sum);
         }
