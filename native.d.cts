@@ -37,8 +37,11 @@ export declare class NativeKvCache {
 export declare class NativeModel {
   info(): NativeModelInfo
   encode(text: string, special: boolean, addBos: boolean): Uint32Array
-  /** The exact bytes of the ids; may end inside a UTF-8 character (the TS decoder buffers it). */
-  decodeBytes(ids: Uint32Array): Buffer
+  /**
+   * Every token's bytes at once (see `Tokenizer::byte_table`), so streaming text needs no
+   * call into native code per token.
+   */
+  tokenBytes(): NativeTokenBytes
   decode(ids: Uint32Array): string
   applyChatTemplate(messages: Array<NativeChatMessage>, addGenerationPrompt: boolean): string
   /**
@@ -54,10 +57,14 @@ export declare class NativeModel {
   createCache(batchSize: number, capacity: number): NativeKvCache
   /**
    * One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
-   * skip the row). Resolves to logits for the last new token of each row, or for every new
-   * token when `allLogits` is set. Runs on the compute pool after the cache's earlier passes.
+   * skip the row). Resolves to logits for the last new token of each row (for every new token
+   * when `allLogits` is set), `(rows, vocabSize)` row-major: `logitsInto` when given, else a
+   * fresh array, or null when `logits` is false. With `candidates`, each logits row's highest
+   * that many tokens (fewer if the vocabulary is smaller), highest first, ties by lower id, go
+   * into `candidateIds` and `candidateLogits`. The rows are the non-empty ones in order (each
+   * once per token with `allLogits`). Runs on the compute pool after the cache's earlier passes.
    */
-  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel?: NativeCancelToken | undefined | null, logitsInto?: Float32Array | undefined | null, candidates?: number | undefined | null, logits?: boolean | undefined | null): Promise<NativeForwardResult>
+  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel: NativeCancelToken | undefined | null, logitsInto: Float32Array | undefined | null, logits: boolean, candidates?: number | undefined | null, candidateIds?: Uint32Array | undefined | null, candidateLogits?: Float32Array | undefined | null): Promise<Float32Array | null>
   stats(): NativeModelStats
   /** Drops the weights now; a forward pass already running keeps them until it finishes. */
   dispose(): void
@@ -92,24 +99,6 @@ export interface NativeConversationMessage {
   role: string
   content?: string
   parts?: Array<NativeMessagePart>
-}
-
-export interface NativeForwardResult {
-  /**
-   * `(rows.length, vocabSize)` row-major, handed over without a copy; or the caller's
-   * `logitsInto` array (whole), whose first `rows.length × vocabSize` values hold them; empty
-   * when the caller asked for candidates only.
-   */
-  logits: Float32Array
-  /** The cache row each logits row belongs to. */
-  rows: Uint32Array
-  /**
-   * When asked for: each logits row's highest `candidates` token ids, highest first (ties by
-   * lower id), `(rows.length, candidates)` row-major; fewer per row if the vocabulary is smaller.
-   */
-  candidateIds?: Uint32Array
-  /** Their logits, in the same order. */
-  candidateLogits?: Float32Array
 }
 
 export interface NativeMessagePart {
@@ -156,4 +145,11 @@ export interface NativeRenderedConversation {
   ids: Uint32Array
   /** 1 where the assistant is trained to produce the token. */
   mask: Uint8Array
+}
+
+export interface NativeTokenBytes {
+  /** Every token's bytes, end to end. */
+  bytes: Buffer
+  /** Token i's bytes are `bytes[offsets[i]..offsets[i + 1]]`. */
+  offsets: Uint32Array
 }

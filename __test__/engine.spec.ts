@@ -1,6 +1,9 @@
 import test from 'ava'
 
-import { Engine, Model } from '../index.js'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+
+import { Candidates, Engine, type KvEngineError, Model } from '../index.js'
 import { chatml, modelPath } from './models.js'
 
 const model = await Model.load(modelPath('Q8_0'))
@@ -46,6 +49,52 @@ test.serial('forward picks each row\'s highest logits as candidates, as a full s
   const plain = await model.forward(small, [encode('Hi')])
   small.dispose()
   t.is(plain.candidates, undefined, 'none unless asked for')
+})
+
+test.serial('candidatesInto is filled in place with the candidates a fresh pass picks, and refused when it does not fit', async (t) => {
+  const prompts = [encode(chatml('Name a colour.')), encode('The capital of France is')]
+  const fresh = model.createCache(2, 64)
+  const want = await model.forward(fresh, prompts, { candidates: 5, logits: false })
+  fresh.dispose()
+  const into = new Candidates(new Uint32Array(16).fill(7), new Float32Array(16).fill(-1), 5)
+  const reused = model.createCache(2, 64)
+  const got = await model.forward(reused, prompts, { candidates: 5, logits: false, candidatesInto: into })
+  t.is(got.candidates, into, 'the very object given is handed back')
+  t.deepEqual(Array.from(into.ids.subarray(0, 10)), Array.from(want.candidates?.ids ?? []))
+  t.deepEqual(Array.from(into.logits.subarray(0, 10)), Array.from(want.candidates?.logits ?? []))
+  t.deepEqual(Array.from(into.ids.subarray(10)), [7, 7, 7, 7, 7, 7], 'nothing past the rows picked is written')
+  const seqlens = Array.from(reused.seqlens)
+  const tooSmall = new Candidates(new Uint32Array(9), new Float32Array(9), 5)
+  for (const [bad, why] of [
+    [tooSmall, 'room for 2 rows'],
+    [new Candidates(new Uint32Array(20), new Float32Array(20), 4), 'perRow 5'],
+    [{ ids: new Uint32Array(10), logits: new Float32Array(10), perRow: 5 }, 'a Candidates'],
+  ] as const) {
+    const error = await t.throwsAsync(model.forward(reused, [[11], [12]], { candidates: 5, candidatesInto: bad as Candidates }))
+    t.is((error as KvEngineError).code, 'INVALID_ARGUMENT')
+    t.true(error?.message.includes(why), error?.message)
+  }
+  await t.throwsAsync(model.forward(reused, [[11], [12]], { candidatesInto: into }), { message: /candidatesInto needs candidates/ })
+  t.deepEqual(Array.from(reused.seqlens), seqlens, 'a refused pass leaves the cache as it was')
+  reused.dispose()
+})
+
+test('a model with nothing pending lets Node exit, and a pass asked for and never awaited still settles before it does', async (t) => {
+  const script = `
+    import { Model } from ${JSON.stringify(new URL('../index.ts', import.meta.url).href)}
+    const model = await Model.load(${JSON.stringify(modelPath('Q8_0'))})
+    await model.forward(model.createCache(1, 16), [[1, 2, 3]])
+    model.forward(model.createCache(1, 16), [[4, 5, 6]]).then(({ logits }) => console.log('settled', logits.length))
+  `
+  const child = spawn(process.execPath, ['--import=tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (d: Buffer) => (out += d))
+  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000)
+  const [code, signal] = (await once(child, 'exit')) as [number | null, string | null]
+  clearTimeout(killer)
+  t.is(signal, null, 'exited by itself, not killed after 60 s')
+  t.is(code, 0)
+  t.is(out.trim(), `settled ${model.info.vocabSize}`)
 })
 
 test.serial('passes asked for without awaiting run in the order asked on each cache, side by side on two, as awaited ones do', async (t) => {

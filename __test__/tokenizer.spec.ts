@@ -4,7 +4,7 @@ import { join } from 'node:path'
 
 import test from 'ava'
 
-import { Model } from '../index.js'
+import { type KvEngineError, Model } from '../index.js'
 import { modelPath, root } from './models.js'
 
 interface Case {
@@ -25,6 +25,18 @@ test('token ids equal llama.cpp on a varied corpus (code, unicode, numbers, spec
 
 test('decoding the ids gives the text back', (t) => {
   for (const c of fx.cases) t.is(model.tokenizer.decode(c.ids), c.text, JSON.stringify(c.text))
+})
+
+test('the streaming decoder, fed llama.cpp\'s ids one at a time, gives each text back, and refuses an id outside the vocabulary', (t) => {
+  for (const c of fx.cases) {
+    const decoder = model.tokenizer.createDecoder()
+    t.is(c.ids.map((id) => decoder.push(id)).join('') + decoder.flush(), c.text, JSON.stringify(c.text))
+  }
+  const decoder = model.tokenizer.createDecoder()
+  for (const bad of [model.info.vocabSize, -1, 2.5]) {
+    const error = t.throws(() => decoder.push(bad), { message: /out of range: the vocabulary has 49152 tokens/ })
+    t.is((error as KvEngineError).code, 'INVALID_ARGUMENT')
+  }
 })
 
 test('special-token text typed by a user stays plain text unless asked for', (t) => {

@@ -4,8 +4,10 @@
 // state), each as ms per step outside forwardSeconds. Batch 1 decodes greedily, as the decode
 // figure does; larger batches sample (temperature 1, top-k 50), as the samples figure does.
 //   node --import=tsx benches/forwardHop.ts [model.gguf] [--batch=8]
-import { Engine, Model } from '../index.js'
 import { timedGenerate } from './kvengine/timedGenerate.js'
+import { importShippedPackage } from './lib/shippedPackage.js'
+
+const { Engine, Model } = await importShippedPackage()
 
 const STEPS = 128
 const path = process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 'models/SmolLM2-135M-Instruct.Q4_0.gguf'

@@ -4,14 +4,15 @@
 //   node --import=tsx benches/kvengineRunner.ts <spec.json>      (written by benches/compare.ts)
 import { readFileSync } from 'node:fs'
 
-import { Engine, Model } from '../index.js'
 import { aggregateFigures, decodeFigures, prefillFigures } from './kvengine/figures.js'
 import { kvStudy } from './kvengine/kvStudy.js'
 import { rssStudy } from './kvengine/rssStudy.js'
 import type { RunSpec } from './lib/plan.js'
 import { emitResult, log, procStatusBytes } from './lib/proc.js'
+import { importShippedPackage } from './lib/shippedPackage.js'
 import type { EngineResult } from './lib/results.js'
 
+const { Engine, Model } = await importShippedPackage()
 const spec = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as RunSpec
 const { plan, prompt } = spec
 const loadStart = performance.now()

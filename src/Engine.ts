@@ -1,3 +1,4 @@
+import { Candidates } from './Candidates.js'
 import type { FinishReason } from './FinishReason.js'
 import type { GenerateOptions } from './GenerateOptions.js'
 import type { GenerateStep } from './GenerateStep.js'
@@ -68,7 +69,11 @@ export class Engine {
     // Greedy and top-k rows sample from each row's few highest logits, picked natively, and need
     // no logits; others get every step's logits in one array (nothing per step for the GC).
     const wanted = rows[0].sampler.candidatesWanted(vocab)
-    const forwardOptions = wanted > 0 ? { signal: options.signal, candidates: wanted, logits: false } : { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
+    const perRow = Math.min(wanted, vocab)
+    const forwardOptions =
+      wanted > 0
+        ? { signal: options.signal, candidates: wanted, logits: false, candidatesInto: new Candidates(new Uint32Array(rowCount * perRow), new Float32Array(rowCount * perRow), perRow) }
+        : { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
     try {
       // 2) Prefill: each prompt once, into the first row of its samples.
       const prefill = rows.map((_, r) => (r % plan.numSamples === 0 ? plan.prompts[r / plan.numSamples] : []))

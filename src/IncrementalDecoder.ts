@@ -1,5 +1,4 @@
-import type { NativeModel } from './native.js'
-import { callNative } from './native.js'
+import type { TokenBytes } from './TokenBytes.js'
 
 /**
  * Turns a stream of token ids into text, emitting only whole UTF-8 characters: a character
@@ -7,17 +6,17 @@ import { callNative } from './native.js'
  * last byte arrives.
  */
 export class IncrementalDecoder {
-  readonly #native: NativeModel
+  readonly #tokens: TokenBytes
   readonly #utf8 = new TextDecoder('utf-8', { fatal: false })
 
-  constructor(native: NativeModel) {
-    this.#native = native
+  /** @internal made by `Tokenizer.createDecoder()` */
+  constructor(tokens: TokenBytes) {
+    this.#tokens = tokens
   }
 
   /** The text completed by these tokens; may be empty while a character is incomplete. */
   push(tokens: number | ArrayLike<number>): string {
-    const ids = typeof tokens === 'number' ? Uint32Array.of(tokens) : Uint32Array.from(tokens)
-    const bytes = callNative(() => this.#native.decodeBytes(ids))
+    const bytes = typeof tokens === 'number' ? this.#tokens.of(tokens) : this.#tokens.concat(tokens)
     return this.#utf8.decode(bytes, { stream: true })
   }
 

@@ -1,5 +1,6 @@
 import { IncrementalDecoder } from './IncrementalDecoder.js'
 import { KvEngineError } from './KvEngineError.js'
+import { TokenBytes } from './TokenBytes.js'
 import type { NativeModel } from './native.js'
 import { callNative } from './native.js'
 
@@ -15,6 +16,7 @@ export interface EncodeOptions {
 export class Tokenizer {
   readonly #native: NativeModel
   readonly #defaultAddBos: boolean
+  #tokenBytes: TokenBytes | undefined
 
   /** @internal created by Model.load */
   constructor(native: NativeModel, defaultAddBos: boolean) {
@@ -37,6 +39,10 @@ export class Tokenizer {
 
   /** A decoder for streaming: feed tokens one at a time, get back only complete characters. */
   createDecoder(): IncrementalDecoder {
-    return new IncrementalDecoder(this.#native)
+    this.#tokenBytes ??= callNative(() => {
+      const { bytes, offsets } = this.#native.tokenBytes()
+      return new TokenBytes(bytes, offsets)
+    })
+    return new IncrementalDecoder(this.#tokenBytes)
   }
 }

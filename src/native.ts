@@ -9,7 +9,7 @@ import type * as Binding from '../native.cjs'
 import { packageRoot } from './packageRoot.js'
 import { CUDA_ADDON, CUDA_PACKAGE, pickBinding } from './pickBinding.js'
 
-export type { NativeModel, NativeKvCache, NativeModelInfo, NativeForwardResult, NativeCancelToken } from '../native.cjs'
+export type { NativeModel, NativeKvCache, NativeModelInfo, NativeCancelToken } from '../native.cjs'
 
 const require = createRequire(import.meta.url)
 

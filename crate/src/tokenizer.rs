@@ -176,6 +176,19 @@ impl Tokenizer {
         Ok(out)
     }
 
+    /// Every token's bytes laid end to end, and where each starts (one offset more than
+    /// tokens): for a caller that decodes without asking again per token.
+    pub fn byte_table(&self) -> (Vec<u8>, Vec<u32>) {
+        let mut offsets = Vec::with_capacity(self.token_bytes.len() + 1);
+        let mut bytes = Vec::new();
+        offsets.push(0);
+        for token in &self.token_bytes {
+            bytes.extend_from_slice(token);
+            offsets.push(bytes.len() as u32);
+        }
+        (bytes, offsets)
+    }
+
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         Ok(String::from_utf8_lossy(&self.decode_bytes(ids)?).into_owned())
     }

@@ -6,6 +6,7 @@ mod cancel_token;
 mod convert;
 mod kv_cache;
 mod model;
+mod settlement;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

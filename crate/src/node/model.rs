@@ -9,13 +9,13 @@ use napi_derive::napi;
 
 use super::cancel_token::NativeCancelToken;
 use super::kv_cache::NativeKvCache;
+use super::settlement::Settlement;
 use super::{disposed, guarded};
-use crate::candidates::Candidates;
 use crate::chat_template::ChatMessage;
 use crate::error::{Error, ErrorKind};
 use crate::kv_cache::KvCache;
 use crate::loader::LoadedModel;
-use crate::model::{ForwardOutput, LogitsFor};
+use crate::model::LogitsFor;
 use crate::nanochat::render::{self, Content, Message, Part};
 
 /// JS callback `(fraction) => void`, called from the worker thread without blocking it.
@@ -78,18 +78,11 @@ pub struct NativeRenderedConversation {
 }
 
 #[napi(object)]
-pub struct NativeForwardResult {
-    /// `(rows.length, vocabSize)` row-major, handed over without a copy; or the caller's
-    /// `logitsInto` array (whole), whose first `rows.length × vocabSize` values hold them; empty
-    /// when the caller asked for candidates only.
-    pub logits: Float32Array,
-    /// The cache row each logits row belongs to.
-    pub rows: Uint32Array,
-    /// When asked for: each logits row's highest `candidates` token ids, highest first (ties by
-    /// lower id), `(rows.length, candidates)` row-major; fewer per row if the vocabulary is smaller.
-    pub candidate_ids: Option<Uint32Array>,
-    /// Their logits, in the same order.
-    pub candidate_logits: Option<Float32Array>,
+pub struct NativeTokenBytes {
+    /// Every token's bytes, end to end.
+    pub bytes: Buffer,
+    /// Token i's bytes are `bytes[offsets[i]..offsets[i + 1]]`.
+    pub offsets: Uint32Array,
 }
 
 #[napi(object)]
@@ -161,64 +154,97 @@ pub fn load_model(
     Ok(AsyncTask::new(LoadTask { path: PathBuf::from(path), placement, progress }))
 }
 
-/// One forward pass as the binding runs it, from its arguments to the promise's value.
+/// One forward pass as the binding runs it, from its arguments to the promise's value. Results
+/// go into the caller's arrays where it gives them: a decode step then makes no JS object but
+/// its promise (each typed array made per step cost ~12 µs on the JS thread, its caches cold
+/// after the pass).
 struct ForwardPass {
     model: Arc<LoadedModel>,
     cache: Arc<Mutex<Option<KvCache>>>,
     tokens: Vec<Vec<u32>>,
     which: LogitsFor,
     cancel: Option<Arc<AtomicBool>>,
+    logits: LogitsOut,
+    candidates: Option<CandidatesInto>,
+}
+
+/// Where a pass's logits go.
+enum LogitsOut {
     /// A buffer the caller reuses across steps: no fresh array per step for V8 to collect.
-    into: Option<Float32Array>,
-    /// How many top candidates per row to pick (0: none).
-    candidates: usize,
-    /// Whether JS wants the logits themselves (a sampler reading candidates does not).
-    logits: bool,
+    Into(Float32Array),
+    Fresh,
+    /// Nowhere: the caller samples from candidates alone.
+    Dropped,
+}
+
+/// Each logits row's highest `per_row` tokens, written into the caller's arrays.
+struct CandidatesInto {
+    per_row: usize,
+    ids: Uint32Array,
+    logits: Float32Array,
 }
 
 impl ForwardPass {
     /// Checked before the pass, so a buffer that is too small costs nothing and changes nothing.
-    fn check_into(&self) -> crate::Result<()> {
-        let Some(into) = &self.into else { return Ok(()) };
+    fn check_buffers(&self) -> crate::Result<()> {
         let rows = match self.which {
             LogitsFor::All => self.tokens.iter().map(Vec::len).sum(),
             LogitsFor::LastPerRow => self.tokens.iter().filter(|t| !t.is_empty()).count(),
         };
-        let needed = rows.saturating_mul(self.model.model.config.vocab_size);
-        if into.len() < needed {
-            return Err(Error::invalid(format!(
-                "logitsInto holds {} floats but this pass returns {needed} ({rows} rows × the vocabulary); size it rows × vocabSize",
-                into.len()
-            )));
+        if let LogitsOut::Into(into) = &self.logits {
+            let needed = rows.saturating_mul(self.model.model.config.vocab_size);
+            if into.len() < needed {
+                return Err(Error::invalid(format!(
+                    "logitsInto holds {} floats but this pass returns {needed} ({rows} rows × the vocabulary); size it rows × vocabSize",
+                    into.len()
+                )));
+            }
+        }
+        if let Some(c) = &self.candidates {
+            let needed = rows.saturating_mul(c.per_row);
+            if c.ids.len() < needed || c.logits.len() < needed {
+                return Err(Error::invalid(format!(
+                    "the candidate arrays hold {} ids and {} logits but this pass picks {needed} ({rows} rows × {}); size them rows × candidates",
+                    c.ids.len(),
+                    c.logits.len(),
+                    c.per_row
+                )));
+            }
         }
         Ok(())
     }
 
-    /// The pass itself, on a pool thread; the logits are written into `into` when given.
-    fn run(&mut self) -> napi::Result<(ForwardOutput, Option<Candidates>)> {
+    /// The pass itself, on a pool thread; returns the logits unless they went into a buffer.
+    fn run(&mut self) -> napi::Result<Vec<f32>> {
         let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let cache = guard.as_mut().ok_or_else(|| disposed("KV cache"))?;
         if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
             return Err(super::to_napi(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")));
         }
-        self.check_into().map_err(super::to_napi)?;
-        let (out, candidates) = guarded(|| self.model.model.forward_picking(&self.tokens, cache, self.which, self.cancel.as_deref(), self.candidates))?;
-        if let Some(buffer) = &mut self.into {
-            // SAFETY: the JS side holds the array until the promise settles and does not touch
-            // it meanwhile; the length was checked above.
+        self.check_buffers().map_err(super::to_napi)?;
+        let per_row = self.candidates.as_ref().map_or(0, |c| c.per_row);
+        let (out, picked) = guarded(|| self.model.model.forward_picking(&self.tokens, cache, self.which, self.cancel.as_deref(), per_row))?;
+        // SAFETY (both copies): the JS side holds these arrays until the promise settles and
+        // does not touch them meanwhile; their lengths were checked above.
+        if let (Some(into), Some(picked)) = (&mut self.candidates, picked) {
+            unsafe {
+                into.ids.as_mut()[..picked.ids.len()].copy_from_slice(&picked.ids);
+                into.logits.as_mut()[..picked.logits.len()].copy_from_slice(&picked.logits);
+            }
+        }
+        if let LogitsOut::Into(buffer) = &mut self.logits {
             unsafe { buffer.as_mut()[..out.logits.len()].copy_from_slice(&out.logits) };
         }
-        Ok((out, candidates))
+        Ok(out.logits)
     }
 
-    /// The promise's value, on the JS thread (where `into` is also let go).
-    fn result(self, (out, candidates): (ForwardOutput, Option<Candidates>)) -> NativeForwardResult {
-        let logits = self.into.unwrap_or_else(|| Float32Array::new(if self.logits { out.logits } else { Vec::new() }));
-        let (candidate_ids, candidate_logits) = match candidates {
-            Some(c) => (Some(Uint32Array::new(c.ids)), Some(Float32Array::new(c.logits))),
-            None => (None, None),
-        };
-        NativeForwardResult { logits, rows: Uint32Array::new(out.rows), candidate_ids, candidate_logits }
+    /// The promise's value, on the JS thread (where the caller's arrays are also let go).
+    fn result(self, logits: Vec<f32>) -> Option<Float32Array> {
+        match self.logits {
+            LogitsOut::Into(buffer) => Some(buffer),
+            LogitsOut::Fresh => Some(Float32Array::new(logits)),
+            LogitsOut::Dropped => None,
+        }
     }
 }
 
@@ -266,11 +292,12 @@ impl NativeModel {
         guarded(|| m.tokenizer.encode(&text, special, add_bos)).map(Uint32Array::new)
     }
 
-    /// The exact bytes of the ids; may end inside a UTF-8 character (the TS decoder buffers it).
+    /// Every token's bytes at once (see `Tokenizer::byte_table`), so streaming text needs no
+    /// call into native code per token.
     #[napi]
-    pub fn decode_bytes(&self, ids: Uint32Array) -> napi::Result<Buffer> {
-        let m = self.get()?;
-        guarded(|| m.tokenizer.decode_bytes(&ids)).map(Buffer::from)
+    pub fn token_bytes(&self) -> napi::Result<NativeTokenBytes> {
+        let (bytes, offsets) = self.get()?.tokenizer.byte_table();
+        Ok(NativeTokenBytes { bytes: Buffer::from(bytes), offsets: Uint32Array::new(offsets) })
     }
 
     #[napi]
@@ -317,9 +344,13 @@ impl NativeModel {
     }
 
     /// One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
-    /// skip the row). Resolves to logits for the last new token of each row, or for every new
-    /// token when `allLogits` is set. Runs on the compute pool after the cache's earlier passes.
-    #[napi(ts_return_type = "Promise<NativeForwardResult>")]
+    /// skip the row). Resolves to logits for the last new token of each row (for every new token
+    /// when `allLogits` is set), `(rows, vocabSize)` row-major: `logitsInto` when given, else a
+    /// fresh array, or null when `logits` is false. With `candidates`, each logits row's highest
+    /// that many tokens (fewer if the vocabulary is smaller), highest first, ties by lower id, go
+    /// into `candidateIds` and `candidateLogits`. The rows are the non-empty ones in order (each
+    /// once per token with `allLogits`). Runs on the compute pool after the cache's earlier passes.
+    #[napi(ts_return_type = "Promise<Float32Array | null>")]
     pub fn forward<'env>(
         &self,
         env: &'env Env,
@@ -328,23 +359,36 @@ impl NativeModel {
         all_logits: bool,
         cancel: Option<&NativeCancelToken>,
         logits_into: Option<Float32Array>,
+        logits: bool,
         candidates: Option<u32>,
-        logits: Option<bool>,
+        candidate_ids: Option<Uint32Array>,
+        candidate_logits: Option<Float32Array>,
     ) -> napi::Result<Object<'env>> {
+        let model = self.get()?;
+        let candidates = match (candidates, candidate_ids, candidate_logits) {
+            (None | Some(0), None, None) => None,
+            (Some(n), Some(ids), Some(logits)) => Some(CandidatesInto { per_row: (n as usize).min(model.model.config.vocab_size), ids, logits }),
+            _ => return Err(super::to_napi(Error::invalid("candidates needs both candidateIds and candidateLogits arrays"))),
+        };
+        let logits = match (logits_into, logits) {
+            (Some(into), true) => LogitsOut::Into(into),
+            (None, true) => LogitsOut::Fresh,
+            (None, false) => LogitsOut::Dropped,
+            (Some(_), false) => return Err(super::to_napi(Error::invalid("logitsInto needs logits"))),
+        };
         let mut pass = ForwardPass {
-            model: self.get()?,
+            model,
             cache: cache.inner.clone(),
             tokens: tokens.iter().map(|t| t.to_vec()).collect(),
             which: if all_logits { LogitsFor::All } else { LogitsFor::LastPerRow },
             cancel: cancel.map(|c| c.flag.clone()),
-            into: logits_into,
-            candidates: candidates.unwrap_or(0) as usize,
-            logits: logits.unwrap_or(true),
+            logits,
+            candidates,
         };
-        let (deferred, promise) = env.create_deferred()?;
+        let (settlement, promise) = Settlement::new(env)?;
         cache.passes.submit(Box::new(move || {
             let outcome = pass.run();
-            deferred.resolve(move |_env| outcome.map(|out| pass.result(out)));
+            settlement.settle(move || outcome.map(|logits| pass.result(logits)));
         }));
         Ok(promise)
     }
