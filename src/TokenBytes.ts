@@ -32,7 +32,10 @@ export class TokenBytes {
     const parts = Array.from(ids, (id) => this.of(id))
     const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
     let at = 0
-    for (const p of parts) out.set(p, (at += p.length) - p.length)
+    for (const p of parts) {
+      out.set(p, at)
+      at += p.length
+    }
     return out
   }
 }

@@ -15,8 +15,10 @@ use std::ptr;
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{sys, Env};
 
-/// What runs on the JS thread: converts the value and settles the promise.
-type Job = Box<dyn FnOnce(sys::napi_env) + Send>;
+/// What makes a promise's value (or its error) on the JS thread.
+type Job = Box<dyn FnOnce(sys::napi_env) -> napi::Result<sys::napi_value> + Send>;
+/// A job with the promise it settles, as queued to the JS thread.
+type Settle = Box<dyn FnOnce(sys::napi_env) + Send>;
 
 thread_local! {
     /// This JS thread's function, made on its first promise and forgotten when Node tears the
@@ -56,26 +58,28 @@ impl Settlement {
     /// Resolves with what `value` makes on the JS thread, or rejects with its error.
     pub fn settle<T: ToNapiValue>(mut self, value: impl FnOnce() -> napi::Result<T> + Send + 'static) {
         self.settled = true;
-        let deferred = self.deferred as usize;
         self.queue(Box::new(move |env| {
-            let deferred = deferred as sys::napi_deferred;
             let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(value))
-                .unwrap_or_else(|_| Err(napi::Error::from_reason("kvengine panicked while building a result; please report this")));
+                .unwrap_or_else(|_| Err(napi::Error::from_reason("[INTERNAL] kvengine panicked while building a result; please report this")));
             // SAFETY: on the JS thread, inside the handle scope Node opens for `call_js`.
-            unsafe {
-                match made.and_then(|v| T::to_napi_value(env, v)) {
-                    Ok(v) => sys::napi_resolve_deferred(env, deferred, v),
-                    Err(e) => match napi::Error::to_napi_value(env, e) {
-                        Ok(error) => sys::napi_reject_deferred(env, deferred, error),
-                        Err(_) => sys::napi_reject_deferred(env, deferred, ptr::null_mut()),
-                    },
-                };
-            }
+            made.and_then(|v| unsafe { T::to_napi_value(env, v) })
         }));
     }
 
+    /// Hands `job` to the JS thread, which settles this promise with what it returns.
     fn queue(&self, job: Job) {
-        let data = Box::into_raw(Box::new(job));
+        let deferred = self.deferred as usize;
+        let settle: Settle = Box::new(move |env| {
+            let deferred = deferred as sys::napi_deferred;
+            // SAFETY: on the JS thread, inside the handle scope Node opens for `call_js`.
+            unsafe {
+                match job(env) {
+                    Ok(value) => sys::napi_resolve_deferred(env, deferred, value),
+                    Err(e) => sys::napi_reject_deferred(env, deferred, napi::Error::to_napi_value(env, e).unwrap_or(ptr::null_mut())),
+                };
+            }
+        });
+        let data = Box::into_raw(Box::new(settle));
         let status = unsafe { sys::napi_call_threadsafe_function(self.channel, data.cast(), sys::ThreadsafeFunctionCallMode::nonblocking) };
         if status != sys::Status::napi_ok {
             // The environment is closing: there is no promise left to settle, and the job's
@@ -89,13 +93,7 @@ impl Settlement {
 impl Drop for Settlement {
     fn drop(&mut self) {
         if !self.settled {
-            let deferred = self.deferred as usize;
-            self.queue(Box::new(move |env| unsafe {
-                let error = napi::Error::from_reason("[INTERNAL] the forward pass ended without a result; please report this");
-                if let Ok(error) = napi::Error::to_napi_value(env, error) {
-                    sys::napi_reject_deferred(env, deferred as sys::napi_deferred, error);
-                }
-            }));
+            self.queue(Box::new(|_| Err(napi::Error::from_reason("[INTERNAL] the forward pass ended without a result; please report this"))));
         }
     }
 }
@@ -121,13 +119,13 @@ fn channel(env: &Env) -> napi::Result<sys::napi_threadsafe_function> {
 }
 
 unsafe extern "C" fn call_js(env: sys::napi_env, _callback: sys::napi_value, _context: *mut c_void, data: *mut c_void) {
-    let job = unsafe { Box::from_raw(data.cast::<Job>()) };
+    let settle = unsafe { Box::from_raw(data.cast::<Settle>()) };
     if env.is_null() {
         // Teardown drains the queue without an environment; see `queue`.
-        std::mem::forget(job);
+        std::mem::forget(settle);
         return;
     }
-    job(env);
+    settle(env);
     let left = PENDING.get().saturating_sub(1);
     PENDING.set(left);
     if left == 0 {
