@@ -2,6 +2,7 @@
 export { Model } from './src/Model.js'
 export type { ModelLoadOptions, ForwardOptions, ForwardResult } from './src/Model.js'
 export { KvCache } from './src/KvCache.js'
+export type { CacheOptions } from './src/CacheOptions.js'
 export { Engine } from './src/Engine.js'
 export { Tokenizer } from './src/Tokenizer.js'
 export type { EncodeOptions } from './src/Tokenizer.js'

@@ -26,6 +26,7 @@ export declare class NativeKvCache {
   get batchSize(): number
   get capacity(): number
   get sizeBytes(): number
+  get kvType(): string
   copyRow(src: number, dst: number): void
   reset(): void
   resetRow(row: number): void
@@ -54,7 +55,7 @@ export declare class NativeModel {
    * assistant message, then `<|assistant_start|>`.
    */
   renderForCompletion(messages: Array<NativeConversationMessage>): Uint32Array
-  createCache(batchSize: number, capacity: number): NativeKvCache
+  createCache(batchSize: number, capacity: number, kvType?: string | undefined | null): NativeKvCache
   /**
    * One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
    * skip the row). Resolves to logits for the last new token of each row (for every new token

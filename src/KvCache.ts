@@ -29,9 +29,14 @@ export class KvCache {
     return callNative(() => this.native.capacity)
   }
 
-  /** Bytes held by K and V: 2·L·B·T·H_kv·D·4. */
+  /** Bytes held by K and V: 2·L·B·T·H_kv·D·(2 for f16, 4 for f32). */
   get sizeBytes(): number {
     return callNative(() => this.native.sizeBytes)
+  }
+
+  /** The element type K and V are held in on the CPU (`CacheOptions.kvType`). */
+  get kvType(): 'f16' | 'f32' {
+    return callNative(() => this.native.kvType) as 'f16' | 'f32'
   }
 
   /** Copies row `src` into row `dst`: prefill once, then sample many continuations. */

@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises'
 
 import { Candidates } from './Candidates.js'
+import type { CacheOptions } from './CacheOptions.js'
 import type { ChatMessage } from './ChatMessage.js'
 import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
@@ -137,8 +138,11 @@ export class Model {
     return Array.from(callNative(() => this.#native.renderForCompletion(conversation)))
   }
 
-  /** A KV cache with `batchSize` rows and room for `capacity` positions each (it grows as needed). */
-  createCache(batchSize = 1, capacity = 1024): KvCache {
+  /**
+   * A KV cache with `batchSize` rows and room for `capacity` positions each (it grows as needed),
+   * holding K and V as `options.kvType` (f16 unless asked).
+   */
+  createCache(batchSize = 1, capacity = 1024, options: CacheOptions = {}): KvCache {
     for (const [name, v, max] of [
       ['batchSize', batchSize, 4096],
       ['capacity', capacity, this.info.contextLength],
@@ -147,7 +151,11 @@ export class Model {
         throw new KvEngineError('INVALID_ARGUMENT', `${name} must be an integer in 1..${max}, got ${String(v)}`)
       }
     }
-    return new KvCache(callNative(() => this.#native.createCache(batchSize, capacity)))
+    const { kvType } = options
+    if (kvType !== undefined && kvType !== 'f16' && kvType !== 'f32') {
+      throw new KvEngineError('INVALID_ARGUMENT', `kvType must be 'f16' or 'f32', got ${String(kvType)}`)
+    }
+    return new KvCache(callNative(() => this.#native.createCache(batchSize, capacity, kvType)))
   }
 
   /**

@@ -11,7 +11,7 @@ use kvengine::attention::{attend, AttentionShape, TokenSlot};
 use kvengine::config::{Architecture, ModelConfig, RopeStyle};
 use kvengine::matmul::{Activations, QuantMatrix};
 use kvengine::rope::Rope;
-use kvengine::KvCache;
+use kvengine::{KvCache, KvType};
 
 #[global_allocator]
 static ALLOCATOR: kvengine::Allocator = kvengine::Allocator;
@@ -69,14 +69,26 @@ fn attention(c: &mut Criterion) {
     let width = cfg.n_kv_heads * cfg.head_dim;
     let mut group = c.benchmark_group("attention");
     for context in [512usize, 2048] {
-        let mut cache = KvCache::new(&cfg, 1, context).expect("cache");
+        let mut cache = KvCache::new(&cfg, 1, context, KvType::F16).expect("cache");
         cache.write(0, 0, 0, &values(context * width, 3), &values(context * width, 4));
         let q = values(cfg.q_dim(), 5);
         let slots = [TokenSlot { row: 0, pos: context - 1 }];
         group.bench_function(BenchmarkId::new("decode", context), |b| b.iter(|| attend(&cache, 0, &slots, black_box(&q), &shape, None)));
     }
-    let prompt = 512;
-    let mut cache = KvCache::new(&cfg, 1, prompt).expect("cache");
+    // Eight samples of one 512-token prompt, 64 tokens into their own continuations: the
+    // prompt's keys are shared, read once for all eight rows.
+    let (prompt, own, rows) = (512, 64, 8);
+    let mut cache = KvCache::new(&cfg, rows, prompt + own, KvType::F16).expect("cache");
+    cache.write(0, 0, 0, &values(prompt * width, 3), &values(prompt * width, 4));
+    cache.set_seqlen(0, prompt);
+    for row in 0..rows {
+        cache.copy_row(0, row).expect("copy");
+        cache.write(0, row, prompt, &values(own * width, 10 + row), &values(own * width, 20 + row));
+    }
+    let q = values(rows * cfg.q_dim(), 5);
+    let slots: Vec<TokenSlot> = (0..rows).map(|row| TokenSlot { row, pos: prompt + own - 1 }).collect();
+    group.bench_function(BenchmarkId::new("decode_8_samples", prompt + own), |b| b.iter(|| attend(&cache, 0, &slots, black_box(&q), &shape, None)));
+    let mut cache = KvCache::new(&cfg, 1, prompt, KvType::F16).expect("cache");
     cache.write(0, 0, 0, &values(prompt * width, 3), &values(prompt * width, 4));
     let q = values(prompt * cfg.q_dim(), 5);
     let slots: Vec<TokenSlot> = (0..prompt).map(|pos| TokenSlot { row: 0, pos }).collect();
@@ -100,7 +112,7 @@ fn rope_and_norm(c: &mut Criterion) {
 fn cache_ops(c: &mut Criterion) {
     let cfg = config(30);
     let width = cfg.n_kv_heads * cfg.head_dim;
-    let mut cache = KvCache::new(&cfg, 8, 1024).expect("cache");
+    let mut cache = KvCache::new(&cfg, 8, 1024, KvType::F16).expect("cache");
     let (k, v) = (values(width, 8), values(width, 9));
     c.bench_function("cache_append_30_layers", |b| {
         b.iter(|| (0..cfg.n_layers).for_each(|layer| cache.write(layer, 0, 600, black_box(&k), black_box(&v))))

@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::candidates::{self, Candidates};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvType};
 use crate::model::{ForwardOutput, LogitsFor, Model, ModelStats};
 use crate::nanochat::NanochatModel;
 
@@ -45,10 +45,16 @@ impl From<crate::cuda::model::CudaModel> for LanguageModel {
 }
 
 impl LanguageModel {
+    /// A cache holding f16 K/V (the default, as llama.cpp's).
     pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        self.new_cache_as(batch, capacity, KvType::default())
+    }
+
+    /// A cache holding K/V as `kv_type`; a CUDA model's cache keeps its compute dtype instead.
+    pub fn new_cache_as(&self, batch: usize, capacity: usize, kv_type: KvType) -> Result<KvCache> {
         match &self.arch {
-            Architecture::Llama(m) => m.new_cache(batch, capacity),
-            Architecture::Nanochat(m) => m.new_cache(batch, capacity),
+            Architecture::Llama(m) => m.new_cache(batch, capacity, kv_type),
+            Architecture::Nanochat(m) => m.new_cache(batch, capacity, kv_type),
             #[cfg(feature = "cuda")]
             Architecture::LlamaCuda(m) => m.new_cache(batch, capacity),
         }

@@ -40,7 +40,7 @@ mod node;
 
 pub use any_model::LanguageModel;
 pub use error::{Error, ErrorKind, Result};
-pub use kv_cache::KvCache;
+pub use kv_cache::{KvCache, KvType};
 pub use loader::{load, load_on, LoadedModel};
 pub use placement::Placement;
 pub use model::{ForwardOutput, LogitsFor, Model};

@@ -11,8 +11,10 @@ use candle_core::quantized::GgmlDType;
 use common::*;
 use kvengine::chat_template::ChatMessage;
 use kvengine::config::RopeStyle;
-use kvengine::{LoadedModel, LogitsFor};
+use kvengine::{KvType, LoadedModel, LogitsFor};
 
+/// Tight enough to need exact K/V: these compare against other implementations, so the caches
+/// hold f32 (f16 rounding alone moves logits by ~1e-2; see kv_cache/element.rs).
 const TOLERANCE: f32 = 1e-4;
 
 struct Fixture {
@@ -44,7 +46,7 @@ fn fixture() -> &'static Fixture {
 
 /// Logits for every position of `ids`, from a fresh cache.
 fn all_logits(m: &LoadedModel, ids: &[u32]) -> Vec<f32> {
-    let mut cache = m.model.new_cache(1, ids.len()).unwrap();
+    let mut cache = m.model.new_cache_as(1, ids.len(), KvType::F32).unwrap();
     let out = m.model.forward(&[ids.to_vec()], &mut cache, LogitsFor::All, None).unwrap();
     assert_eq!(out.vocab_size, m.model.config.vocab_size);
     assert_eq!(out.logits.len(), ids.len() * out.vocab_size);
@@ -243,7 +245,7 @@ fn batched_ragged_rows_agree_across_formats() {
     let f = fixture();
     let rows: Vec<Vec<u32>> = PROMPTS.iter().map(|t| f.gguf.tokenizer.encode(t, true, false).unwrap()).collect();
     let run = |m: &LoadedModel| {
-        let mut cache = m.model.new_cache(rows.len(), 64).unwrap();
+        let mut cache = m.model.new_cache_as(rows.len(), 64, KvType::F32).unwrap();
         let first: Vec<Vec<u32>> = rows.iter().map(|r| r[..r.len() / 2].to_vec()).collect();
         let second: Vec<Vec<u32>> = rows.iter().map(|r| r[r.len() / 2..].to_vec()).collect();
         m.model.forward(&first, &mut cache, LogitsFor::LastPerRow, None).unwrap();

@@ -7,8 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use kvengine::{ErrorKind, LoadedModel, LogitsFor};
+use kvengine::{ErrorKind, KvType, LoadedModel, LogitsFor};
 
+/// Tight enough to need exact K/V: upstream keeps them in f32, so the caches here do too
+/// (f16 rounding alone moves logits by ~1e-2; see kv_cache/element.rs).
 const TOLERANCE: f32 = 1e-4;
 
 fn fixtures() -> PathBuf {
@@ -55,17 +57,17 @@ fn load(path: &Path) -> LoadedModel {
 }
 
 fn full(m: &LoadedModel, ids: &[u32]) -> Vec<f32> {
-    let mut cache = m.model.new_cache(1, ids.len()).unwrap();
+    let mut cache = m.model.new_cache_as(1, ids.len(), KvType::F32).unwrap();
     m.model.forward(&[ids.to_vec()], &mut cache, LogitsFor::All, None).unwrap().logits
 }
 
 fn decode(m: &LoadedModel, ids: &[u32]) -> Vec<f32> {
-    let mut cache = m.model.new_cache(1, 1).unwrap();
+    let mut cache = m.model.new_cache_as(1, 1, KvType::F32).unwrap();
     ids.iter().flat_map(|&t| m.model.forward(&[vec![t]], &mut cache, LogitsFor::LastPerRow, None).unwrap().logits).collect()
 }
 
 fn chunked(m: &LoadedModel, ids: &[u32], chunks: &[usize]) -> Vec<f32> {
-    let mut cache = m.model.new_cache(1, 16).unwrap();
+    let mut cache = m.model.new_cache_as(1, 16, KvType::F32).unwrap();
     let mut at = 0;
     let mut out = Vec::new();
     for &n in chunks {
@@ -118,7 +120,7 @@ fn ragged_rows_equal_the_reference() {
     let ids = &expected().ids;
     let rows: [&[u32]; 3] = [&ids[..192], &ids[40..180], &ids[100..103]];
     let vocab = expected().vocab;
-    let mut cache = m.model.new_cache(3, 8).unwrap();
+    let mut cache = m.model.new_cache_as(3, 8, KvType::F32).unwrap();
     let mut got: Vec<Vec<f32>> = vec![Vec::new(); 3];
     let mut at = [0usize; 3];
     for step in [5usize, 1, 60, 1, 1, 70, 100] {
@@ -144,7 +146,7 @@ fn truncate_then_continue_equals_the_reference() {
     let m = load(&checkpoint_dir());
     let ids = &expected().ids;
     let vocab = expected().vocab;
-    let mut cache = m.model.new_cache(2, 8).unwrap();
+    let mut cache = m.model.new_cache_as(2, 8, KvType::F32).unwrap();
     m.model.forward(&[ids[..150].to_vec(), vec![]], &mut cache, LogitsFor::LastPerRow, None).unwrap();
     cache.copy_row(0, 1).unwrap();
     cache.truncate_row(1, 90).unwrap();
@@ -252,7 +254,7 @@ fn flipped_bytes_in_the_pt_never_panic() {
 fn decode_past_sequence_len_slides_every_layer() {
     let m = load(&checkpoint_dir());
     let ids: Vec<u32> = expected().ids.iter().chain(&expected().ids).copied().take(300).collect();
-    let mut cache = m.model.new_cache(1, 64).unwrap();
+    let mut cache = m.model.new_cache_as(1, 64, KvType::F32).unwrap();
     let prefill = m.model.forward(&[ids[..200].to_vec()], &mut cache, LogitsFor::All, None).unwrap().logits;
     let rest: Vec<f32> =
         ids[200..].iter().flat_map(|&t| m.model.forward(&[vec![t]], &mut cache, LogitsFor::LastPerRow, None).unwrap().logits).collect();

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvElement, RowKv};
 
 /// Where each packed token lives: its row and its absolute position in that row.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +63,9 @@ const KEY_CHUNK: usize = 64;
 /// of the merge, and of splitting a long context across threads (shorter pieces cost more to
 /// merge than they gain).
 const SPLIT: usize = 256;
+/// How finely a pass's work is cut per thread: enough that stealing evens out the pieces, few
+/// enough that merging their partials stays cheap.
+const PIECES_PER_THREAD: usize = 4;
 
 /// A unit of parallel work: some packed tokens against one KV head of one cache row, over a
 /// range of key positions. Usually the tokens are a run of that row's own; for rows that share
@@ -72,6 +75,13 @@ struct Item {
     row: usize,
     kv_head: usize,
     keys: Range<usize>,
+}
+
+impl Item {
+    /// Roughly its work: tokens × keys (a causal block sees fewer, but blocks are short).
+    fn cost(&self) -> usize {
+        self.tokens.len() * self.keys.len()
+    }
 }
 
 /// Per query of an item, over one split: the max score, the sum of `exp(score - max)`, and the
@@ -102,15 +112,24 @@ pub fn attend(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sha
 fn attend_split_for(threads: usize, cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, cancel: Option<&AtomicBool>) -> Vec<f32> {
     let groups = shared_groups(cache, slots, shape);
     let items = plan_items(slots, shape, threads, &groups);
-    let partials: Vec<Option<Vec<Partial>>> = items
+    // Costliest first, one item per task: rayon's halving would otherwise hand one thread a
+    // contiguous run holding every long item while the other finishes the short ones and waits.
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(items[i].cost()));
+    let computed: Vec<Option<Vec<Partial>>> = order
         .par_iter()
-        .map(|item| {
+        .with_max_len(1)
+        .map(|&i| {
             if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 return None;
             }
-            Some(attend_item(cache, layer, slots, q, shape, item))
+            Some(attend_item(cache, layer, slots, q, shape, &items[i]))
         })
         .collect();
+    let mut partials: Vec<Option<Vec<Partial>>> = items.iter().map(|_| None).collect();
+    for (&i, done) in order.iter().zip(computed) {
+        partials[i] = done;
+    }
     let (h, d) = (shape.n_heads, shape.head_dim);
     let group = h / shape.n_kv_heads;
     let mut merged = Merged::new(slots.len() * h, d);
@@ -162,8 +181,10 @@ fn shared_groups(cache: &KvCache, slots: &[TokenSlot], shape: &AttentionShape) -
         .collect()
 }
 
-/// Query blocks × KV heads (and shared prefixes × KV heads), with key ranges split at `SPLIT`
-/// boundaries when there are too few items to keep every thread busy (decode at small batch).
+/// Query blocks × KV heads (and shared prefixes × KV heads). A block costlier than a fair share
+/// of the pass (its total over `PIECES_PER_THREAD` per thread) is cut at `SPLIT` boundaries into
+/// pieces of about that share: at decode the few long items (a lone row's context, a prefix
+/// shared by many rows) are most of the work, and whole they leave threads idle.
 fn plan_items(slots: &[TokenSlot], shape: &AttentionShape, threads: usize, groups: &[SharedGroup]) -> Vec<Item> {
     // Each token's own keys start past the prefix its group reads for it.
     let mut shared_len = vec![0; slots.len()];
@@ -182,12 +203,12 @@ fn plan_items(slots: &[TokenSlot], shape: &AttentionShape, threads: usize, group
         blocks.push(((first..first + len).collect(), row, start..slots[first + len - 1].pos + 1));
         first += len;
     }
-    let wanted = 4 * threads;
-    let base = blocks.len() * shape.n_kv_heads;
+    let total: usize = blocks.iter().map(|(tokens, _, keys)| tokens.len() * keys.len()).sum();
+    let share = (total * shape.n_kv_heads).div_ceil(PIECES_PER_THREAD * threads).max(1);
     let mut items = Vec::new();
     for (tokens, row, keys) in blocks.into_iter().filter(|(_, _, keys)| !keys.is_empty()) {
         let splits = splits_of(&keys);
-        let pieces = if base >= wanted { 1 } else { wanted.div_ceil(base).min(splits.len()).max(1) };
+        let pieces = (tokens.len() * keys.len()).div_ceil(share).clamp(1, splits.len());
         let per_piece = splits.len().div_ceil(pieces);
         for kv_head in 0..shape.n_kv_heads {
             for piece in splits.chunks(per_piece) {
@@ -207,8 +228,6 @@ fn splits_of(keys: &Range<usize>) -> Vec<Range<usize>> {
 fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, item: &Item) -> Vec<Partial> {
     let (h, d, kvh) = (shape.n_heads, shape.head_dim, shape.n_kv_heads);
     let group = h / kvh;
-    let (k_row, v_row) = cache.row(layer, item.row);
-    let heads = Heads { keys: &k_row[item.kv_head * d..], values: &v_row[item.kv_head * d..], stride: kvh * d, d, scale: 1.0 / (d as f32).sqrt() };
     // Query qi: its vector and the keys it sees.
     let queries: Vec<(&[f32], Range<usize>)> = (0..item.tokens.len() * group)
         .map(|qi| {
@@ -217,11 +236,18 @@ fn attend_item(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], sh
             (&q[at..at + d], shape.visible(slots[token].pos))
         })
         .collect();
-    splits_of(&item.keys)
+    match cache.row(layer, item.row) {
+        RowKv::F16(k, v) => attend_splits(&Heads::of(k, v, item.kv_head, shape), &queries, &item.keys),
+        RowKv::F32(k, v) => attend_splits(&Heads::of(k, v, item.kv_head, shape), &queries, &item.keys),
+    }
+}
+
+fn attend_splits<E: KvElement>(heads: &Heads<E>, queries: &[(&[f32], Range<usize>)], keys: &Range<usize>) -> Vec<Partial> {
+    splits_of(keys)
         .into_iter()
         .map(|keys| {
             let seen: Vec<(&[f32], Range<usize>)> = queries.iter().map(|(query, seen)| (*query, overlap(seen, &keys))).collect();
-            attend_split(&heads, &seen, keys)
+            attend_split(heads, &seen, keys)
         })
         .collect()
 }
@@ -233,18 +259,25 @@ fn overlap(a: &Range<usize>, b: &Range<usize>) -> Range<usize> {
 }
 
 /// One KV head of a cache row: position j's key at `keys[j * stride..][..d]`, likewise its value.
-struct Heads<'a> {
-    keys: &'a [f32],
-    values: &'a [f32],
+struct Heads<'a, E> {
+    keys: &'a [E],
+    values: &'a [E],
     stride: usize,
     d: usize,
     scale: f32,
 }
 
+impl<'a, E> Heads<'a, E> {
+    fn of(k_row: &'a [E], v_row: &'a [E], kv_head: usize, shape: &AttentionShape) -> Self {
+        let (d, stride) = (shape.head_dim, shape.n_kv_heads * shape.head_dim);
+        Self { keys: &k_row[kv_head * d..], values: &v_row[kv_head * d..], stride, d, scale: 1.0 / (d as f32).sqrt() }
+    }
+}
+
 /// The queries against the keys of one split. Scores sit in rows that start at the split's
 /// first position, padded to whole vectors, and are visited in `KEY_CHUNK`s from there, so a
 /// key's score, exponential and weight take the same lanes and order in every pass.
-fn attend_split(heads: &Heads, queries: &[(&[f32], Range<usize>)], keys: Range<usize>) -> Partial {
+fn attend_split<E: KvElement>(heads: &Heads<E>, queries: &[(&[f32], Range<usize>)], keys: Range<usize>) -> Partial {
     let (d, stride) = (heads.d, heads.stride);
     let base = keys.start / SPLIT * SPLIT;
     let span = (keys.end - base).next_multiple_of(8);

@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::test_config;
+use crate::kv_cache::KvType;
 
 /// Deterministic values in [-1, 1) that differ everywhere.
 fn noise(seed: usize, n: usize) -> Vec<f32> {
@@ -9,7 +10,7 @@ fn noise(seed: usize, n: usize) -> Vec<f32> {
 /// Textbook attention for one query head: every visible key, std `exp`, no blocking.
 fn brute_force(cache: &KvCache, slot: TokenSlot, q: &[f32], kv_head: usize, shape: &AttentionShape) -> Vec<f32> {
     let (d, stride) = (shape.head_dim, shape.n_kv_heads * shape.head_dim);
-    let (k, v) = cache.row(0, slot.row);
+    let (k, v) = cache.row(0, slot.row).widened();
     let lo = shape.window.map_or(0, |w| slot.pos.saturating_sub(w));
     let scores: Vec<f32> = (lo..=slot.pos)
         .map(|j| q.iter().zip(&k[j * stride + kv_head * d..][..d]).map(|(a, b)| a * b).sum::<f32>() / (d as f32).sqrt())
@@ -24,15 +25,17 @@ const HEADS: usize = 4;
 const KV_HEADS: usize = 2;
 
 /// Fills `len` positions of every row with noise and checks `attend` (planned for `threads`)
-/// against brute force for each window.
+/// against brute force for each window, over f16 and f32 stores.
 fn check_against_brute_force(threads: usize, rows: usize, len: usize, d: usize, slots: &[TokenSlot]) {
-    let mut cache = KvCache::new(&test_config(1, HEADS, KV_HEADS, d), rows, len).expect("cache");
-    let width = KV_HEADS * d;
-    for row in 0..rows {
-        cache.write(0, row, 0, &noise(row, len * width), &noise(row + 7, len * width));
-    }
-    for window in [None, Some(5), Some(0), Some(100), Some(300)] {
-        assert_matches_brute_force(threads, &cache, slots, &AttentionShape { n_heads: HEADS, n_kv_heads: KV_HEADS, head_dim: d, window });
+    for kv_type in [KvType::F16, KvType::F32] {
+        let mut cache = KvCache::new(&test_config(1, HEADS, KV_HEADS, d), rows, len, kv_type).expect("cache");
+        let width = KV_HEADS * d;
+        for row in 0..rows {
+            cache.write(0, row, 0, &noise(row, len * width), &noise(row + 7, len * width));
+        }
+        for window in [None, Some(5), Some(0), Some(100), Some(300)] {
+            assert_matches_brute_force(threads, &cache, slots, &AttentionShape { n_heads: HEADS, n_kv_heads: KV_HEADS, head_dim: d, window });
+        }
     }
 }
 
@@ -119,7 +122,7 @@ fn rows_sharing_a_prompt_read_it_once_and_match_brute_force() {
 /// each row's own; `rewound` rewinds a row to a length and rewrites its prompt from there.
 fn fanned_out_cache(rows: usize, prompt: usize, own: usize, rewound: Option<(usize, usize)>) -> KvCache {
     let width = KV_HEADS * 64;
-    let mut cache = KvCache::new(&test_config(1, HEADS, KV_HEADS, 64), rows, prompt + own + 8).expect("cache");
+    let mut cache = KvCache::new(&test_config(1, HEADS, KV_HEADS, 64), rows, prompt + own + 8, KvType::F16).expect("cache");
     cache.write(0, 0, 0, &noise(0, prompt * width), &noise(7, prompt * width));
     cache.set_seqlen(0, prompt);
     for row in 1..rows {

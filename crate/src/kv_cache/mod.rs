@@ -1,19 +1,22 @@
 //! The KV store: K and V each laid out `(n_layers, B, T, H_kv, D)`, the layout of the FA3
 //! `flash_attn_with_kvcache` call nanochat uses, with an int32 length per row. Rows grow
 //! independently; only the heads the model actually computes (H_kv, not the GQA-expanded H)
-//! are stored.
+//! are stored, as f16 or f32 elements (`element.rs` says when each).
 //!
 //! Models that smear (nanochat mixes the previous token's embedding into each token) also need
 //! what came before a row's new tokens. Such a model records each row's token ids here; the
 //! pre-smear embedding of the last one is recomputed from its id, so truncating a row keeps it
 //! exact (the token before the new end is still known) where a stored embedding would be lost.
 
+mod element;
+mod planes;
 mod shared_prefix;
 
+pub use element::{KvElement, KvType};
+pub use planes::RowKv;
 pub use shared_prefix::SharedPrefix;
+use planes::Planes;
 use shared_prefix::SharedPrefixes;
-
-use rayon::prelude::*;
 
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
@@ -28,8 +31,7 @@ pub struct KvCache {
     n_kv_heads: usize,
     head_dim: usize,
     max_len: usize,
-    k: Vec<f32>,
-    v: Vec<f32>,
+    planes: Planes,
     seqlens: Vec<i32>,
     /// Per row, the ids of its cached positions, kept only by models that record them (empty
     /// otherwise). Trimmed with the row, copied with it, cleared when it is reset.
@@ -43,9 +45,9 @@ pub struct KvCache {
 impl KvCache {
     /// A cache for `batch` rows with room for exactly `capacity` positions each. Every page is
     /// resident from the start, so rounding up to the growth step here made 8 samples of
-    /// 512 + 128 tokens hold 1024 positions a row (377 MB of K/V on SmolLM2 instead of 236).
+    /// 512 + 128 tokens hold 1024 positions a row (189 MB of K/V on SmolLM2 instead of 118).
     /// Growth beyond it goes in whole steps.
-    pub fn new(cfg: &ModelConfig, batch: usize, capacity: usize) -> Result<Self> {
+    pub fn new(cfg: &ModelConfig, batch: usize, capacity: usize, kv_type: KvType) -> Result<Self> {
         if batch == 0 || batch > 4096 {
             return Err(Error::invalid(format!("batch size must be in 1..=4096, got {batch}")));
         }
@@ -58,8 +60,7 @@ impl KvCache {
             n_kv_heads: cfg.n_kv_heads,
             head_dim: cfg.head_dim,
             max_len: cfg.context_length,
-            k: zeroed(elems)?,
-            v: zeroed(elems)?,
+            planes: Planes::zeroed(kv_type, elems)?,
             seqlens: vec![0; batch],
             history: vec![Vec::new(); batch],
             shared: SharedPrefixes::new(batch),
@@ -72,7 +73,7 @@ impl KvCache {
     #[cfg(feature = "cuda")]
     pub fn on_device(cfg: &ModelConfig, batch: usize, capacity: usize, dtype: candle_core::DType, device: &candle_core::Device) -> Result<Self> {
         // Zero layers sizes the host buffers to nothing; the lengths and history stay here.
-        let mut cache = Self::new(&ModelConfig { n_layers: 0, ..cfg.clone() }, batch, capacity)?;
+        let mut cache = Self::new(&ModelConfig { n_layers: 0, ..cfg.clone() }, batch, capacity, KvType::F32)?;
         cache.n_layers = cfg.n_layers;
         checked_elems(&[cfg.n_layers, batch, cache.capacity, cfg.n_kv_heads, cfg.head_dim])?;
         let dims = (cfg.n_layers, batch, cache.capacity, cfg.n_kv_heads, cfg.head_dim);
@@ -115,13 +116,18 @@ impl KvCache {
         self.max_len
     }
 
-    /// Bytes held by K and V: 2·L·B·T·H_kv·D·sizeof(f32).
+    /// Bytes held by K and V: 2·L·B·T·H_kv·D·sizeof(element).
     pub fn size_bytes(&self) -> usize {
         #[cfg(feature = "cuda")]
         if let Some(d) = &self.device {
             return d.size_bytes();
         }
-        2 * self.k.len() * std::mem::size_of::<f32>()
+        self.planes.size_bytes()
+    }
+
+    /// The element type of a host store (a device store keeps its model's dtype).
+    pub fn kv_type(&self) -> KvType {
+        self.planes.kv_type()
     }
 
     /// Forgets every row's contents; memory stays allocated for reuse.
@@ -174,8 +180,7 @@ impl KvCache {
         for layer in 0..self.n_layers {
             let from = self.offset(layer, src, 0);
             let to = self.offset(layer, dst, 0);
-            self.k.copy_within(from..from + len, to);
-            self.v.copy_within(from..from + len, to);
+            self.planes.copy_within(from, len, to);
         }
         self.seqlens[dst] = self.seqlens[src];
         self.history[dst] = self.history[src].clone();
@@ -203,37 +208,28 @@ impl KvCache {
         }
         let elems = checked_elems(&[self.n_layers, self.batch, capacity, self.n_kv_heads, self.head_dim])?;
         let row_stride = self.n_kv_heads * self.head_dim;
-        let mut k = zeroed(elems)?;
-        let mut v = zeroed(elems)?;
-        for layer in 0..self.n_layers {
-            for row in 0..self.batch {
-                let len = self.seqlen(row) * row_stride;
-                let from = self.offset(layer, row, 0);
-                let to = ((layer * self.batch + row) * capacity) * row_stride;
-                k[to..to + len].copy_from_slice(&self.k[from..from + len]);
-                v[to..to + len].copy_from_slice(&self.v[from..from + len]);
-            }
-        }
-        self.k = k;
-        self.v = v;
+        let moves: Vec<(usize, usize, usize)> = (0..self.n_layers)
+            .flat_map(|layer| (0..self.batch).map(move |row| (layer, row)))
+            .map(|(layer, row)| (self.offset(layer, row, 0), self.seqlen(row) * row_stride, (layer * self.batch + row) * capacity * row_stride))
+            .collect();
+        self.planes = self.planes.regrown(elems, &moves)?;
         self.capacity = capacity;
         Ok(())
     }
 
-    /// Writes K/V for `n` consecutive positions of one row, starting at `pos`. The row length is
-    /// not advanced here: the model commits lengths only once every layer has succeeded.
+    /// Writes K/V for `n` consecutive positions of one row, starting at `pos`, rounded to the
+    /// element type. The row length is not advanced here: the model commits lengths only once
+    /// every layer has succeeded.
     pub fn write(&mut self, layer: usize, row: usize, pos: usize, k: &[f32], v: &[f32]) {
         self.shared.changed(row, pos);
         let at = self.offset(layer, row, pos);
-        self.k[at..at + k.len()].copy_from_slice(k);
-        self.v[at..at + v.len()].copy_from_slice(v);
+        self.planes.write(at, k, v);
     }
 
     /// K and V of one row in one layer, `(T, H_kv, D)` flattened, the first `len` positions valid.
-    pub fn row(&self, layer: usize, row: usize) -> (&[f32], &[f32]) {
+    pub fn row(&self, layer: usize, row: usize) -> RowKv<'_> {
         let at = self.offset(layer, row, 0);
-        let span = self.capacity * self.n_kv_heads * self.head_dim;
-        (&self.k[at..at + span], &self.v[at..at + span])
+        self.planes.span(at, self.capacity * self.n_kv_heads * self.head_dim)
     }
 
     pub fn set_seqlen(&mut self, row: usize, len: usize) {
@@ -280,38 +276,6 @@ fn checked_elems(dims: &[usize]) -> Result<usize> {
     }
 }
 
-/// A zero-filled buffer whose allocation failure is an error, not an abort. Every page is
-/// touched here, while the cache is made: the memory a cache of this capacity needs is then
-/// resident from the start (as llama.cpp's context is), so RSS stays flat while it fills and no
-/// decode step stops for page faults (a cache that faulted them in as rows filled showed as RSS
-/// growth during generation). Pages fresh from the OS are zero already, so one write per page, split over the pool, makes them resident; a memset after the
-/// faults (what `resize` did) zeroed every page twice on one thread, 0.4 s for 8 rows of 1024.
-fn zeroed(elems: usize) -> Result<Vec<f32>> {
-    const PAGE_FLOATS: usize = 4096 / std::mem::size_of::<f32>();
-    let too_big = || Error::invalid(format!("could not allocate {} MiB for the KV cache; use a smaller batch or context", elems * 4 >> 20));
-    if elems == 0 {
-        return Ok(Vec::new());
-    }
-    let layout = std::alloc::Layout::array::<f32>(elems).map_err(|_| too_big())?;
-    // SAFETY: the layout is non-empty; null (out of memory) is an error; otherwise the block is
-    // exactly what a Vec<f32> of capacity `elems` frees, and all-zero bytes are valid f32s.
-    let mut buffer = unsafe {
-        let ptr = std::alloc::alloc_zeroed(layout) as *mut f32;
-        if ptr.is_null() {
-            return Err(too_big());
-        }
-        Vec::from_raw_parts(ptr, elems, elems)
-    };
-    buffer.par_chunks_mut(PAGE_FLOATS * 256).for_each(|chunk| {
-        for page in chunk.chunks_mut(PAGE_FLOATS) {
-            // Volatile, so the store of a value already there is not optimised away.
-            // SAFETY: a valid, exclusive pointer to the page's first float.
-            unsafe { std::ptr::write_volatile(page.as_mut_ptr(), 0.0) };
-        }
-    });
-    Ok(buffer)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,9 +285,10 @@ mod tests {
         test_config(n_layers, n_kv_heads * 2, n_kv_heads, head_dim)
     }
 
-    /// A value that encodes where it was written, so any misplaced copy shows up.
+    /// A value that depends on where it was written, so a misplaced copy shows up: an integer
+    /// below 2048, which f16 holds exactly.
     fn stamp(layer: usize, row: usize, pos: usize, i: usize) -> f32 {
-        (layer * 1_000_000 + row * 10_000 + pos * 10 + i) as f32
+        ((layer * 1_000_003 + row * 10_007 + pos * 101 + i * 7) % 2048) as f32
     }
 
     fn fill(cache: &mut KvCache, row: usize, from: usize, to: usize) {
@@ -341,7 +306,7 @@ mod tests {
     fn check(cache: &KvCache, row: usize, as_row: usize) {
         let width = cache.n_kv_heads * cache.head_dim;
         for layer in 0..cache.n_layers {
-            let (k, v) = cache.row(layer, row);
+            let (k, v) = cache.row(layer, row).widened();
             for pos in 0..cache.seqlen(row) {
                 for i in 0..width {
                     assert_eq!(k[pos * width + i], stamp(layer, as_row, pos, i), "k layer {layer} row {row} pos {pos}");
@@ -351,47 +316,57 @@ mod tests {
         }
     }
 
+    const BOTH: [KvType; 2] = [KvType::F16, KvType::F32];
+
     #[test]
     fn size_matches_formula() {
         let cfg = config(3, 2, 4);
-        let cache = KvCache::new(&cfg, 5, 100).unwrap();
-        assert_eq!(cache.capacity(), 100, "a new cache holds what was asked");
-        assert_eq!(cache.size_bytes(), 2 * 3 * 5 * 100 * 2 * 4 * std::mem::size_of::<f32>());
+        for (kv_type, bytes) in BOTH.into_iter().zip([2, 4]) {
+            let cache = KvCache::new(&cfg, 5, 100, kv_type).unwrap();
+            assert_eq!(cache.capacity(), 100, "a new cache holds what was asked");
+            assert_eq!(cache.size_bytes(), 2 * 3 * 5 * 100 * 2 * 4 * bytes);
+            assert_eq!(cache.kv_type(), kv_type);
+        }
     }
 
     #[test]
     fn growth_keeps_every_row_intact() {
         let cfg = config(2, 2, 4);
-        let mut cache = KvCache::new(&cfg, 3, 1000).unwrap();
-        fill(&mut cache, 0, 0, 1000);
-        fill(&mut cache, 2, 0, 17);
-        cache.ensure_capacity(1500).unwrap();
-        assert_eq!(cache.capacity(), 2048, "growth goes in whole steps");
-        assert_eq!(cache.size_bytes(), 2 * 2 * 3 * 2048 * 2 * 4 * 4);
-        fill(&mut cache, 1, 0, 1500);
-        check(&cache, 0, 0);
-        check(&cache, 1, 1);
-        check(&cache, 2, 2);
-        assert_eq!(cache.seqlens(), &[1000, 1500, 17]);
+        for kv_type in BOTH {
+            let mut cache = KvCache::new(&cfg, 3, 1000, kv_type).unwrap();
+            fill(&mut cache, 0, 0, 1000);
+            fill(&mut cache, 2, 0, 17);
+            let bytes = cache.size_bytes();
+            cache.ensure_capacity(1500).unwrap();
+            assert_eq!(cache.capacity(), 2048, "growth goes in whole steps");
+            assert_eq!(cache.size_bytes() * 1000, bytes * 2048);
+            fill(&mut cache, 1, 0, 1500);
+            check(&cache, 0, 0);
+            check(&cache, 1, 1);
+            check(&cache, 2, 2);
+            assert_eq!(cache.seqlens(), &[1000, 1500, 17]);
+        }
     }
 
     #[test]
     fn copy_row_replicates_contents_and_length() {
         let cfg = config(2, 1, 8);
-        let mut cache = KvCache::new(&cfg, 4, 16).unwrap();
-        fill(&mut cache, 0, 0, 9);
-        for dst in 1..4 {
-            cache.copy_row(0, dst).unwrap();
-            check(&cache, dst, 0);
+        for kv_type in BOTH {
+            let mut cache = KvCache::new(&cfg, 4, 16, kv_type).unwrap();
+            fill(&mut cache, 0, 0, 9);
+            for dst in 1..4 {
+                cache.copy_row(0, dst).unwrap();
+                check(&cache, dst, 0);
+            }
+            assert_eq!(cache.seqlens(), &[9, 9, 9, 9]);
+            assert!(cache.copy_row(0, 4).is_err());
         }
-        assert_eq!(cache.seqlens(), &[9, 9, 9, 9]);
-        assert!(cache.copy_row(0, 4).is_err());
     }
 
     #[test]
     fn history_follows_copy_truncate_and_reset() {
         let cfg = config(1, 1, 2);
-        let mut cache = KvCache::new(&cfg, 3, 16).unwrap();
+        let mut cache = KvCache::new(&cfg, 3, 16, KvType::F16).unwrap();
         fill(&mut cache, 0, 0, 4);
         cache.record(0, &[7, 8, 9, 10]);
         cache.copy_row(0, 1).unwrap();
@@ -408,9 +383,9 @@ mod tests {
     #[test]
     fn overflowing_the_context_is_an_error() {
         let cfg = config(1, 1, 2);
-        let mut cache = KvCache::new(&cfg, 1, 1).unwrap();
+        let mut cache = KvCache::new(&cfg, 1, 1, KvType::F16).unwrap();
         let err = cache.ensure_capacity(8193).unwrap_err();
         assert_eq!(err.kind, ErrorKind::ContextOverflow);
-        assert!(KvCache::new(&cfg, 0, 1).is_err());
+        assert!(KvCache::new(&cfg, 0, 1, KvType::F16).is_err());
     }
 }

@@ -6,7 +6,7 @@ use candle_core::{DType, Device, Tensor};
 use super::*;
 use crate::attention::{self, AttentionShape, TokenSlot};
 use crate::config::test_config;
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvType, RowKv};
 
 /// Deterministic values in [-1, 1) that differ everywhere.
 fn noise(seed: usize, n: usize) -> Vec<f32> {
@@ -27,7 +27,7 @@ fn check(case: &Case, window: Option<usize>, layer: usize, dtype: DType, tol: f3
     let (h, hkv, d) = (case.heads, case.kv_heads, case.dim);
     let (n_layers, batch, capacity) = (2, case.rows.len(), 64);
     let width = hkv * d;
-    let mut cache = KvCache::new(&test_config(n_layers, h, hkv, d), batch, capacity).expect("cache");
+    let mut cache = KvCache::new(&test_config(n_layers, h, hkv, d), batch, capacity, KvType::F32).expect("cache");
     let capacity = cache.capacity();
     let mut k_host = vec![0.0f32; n_layers * batch * capacity * width];
     let mut v_host = k_host.clone();
@@ -73,7 +73,7 @@ fn check(case: &Case, window: Option<usize>, layer: usize, dtype: DType, tol: f3
     let k_all = k_cache.to_dtype(DType::F32).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("k");
     for l in 0..n_layers {
         for (row, &(before, len)) in case.rows.iter().enumerate() {
-            let (k_row, _) = cache.row(l, row);
+            let RowKv::F32(k_row, _) = cache.row(l, row) else { panic!("an f32 cache gave a row of another type") };
             let at = (l * batch + row) * capacity * width;
             for (i, (a, b)) in k_all[at..at + (before + len) * width].iter().zip(k_row).enumerate() {
                 assert!((a - b).abs() <= tol, "layer {l} row {row} element {i}: {a} vs {b}");

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use crate::attention::{self, AttentionShape, TokenSlot};
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvType};
 use crate::matmul::{Activations, QuantMatrix, RowRuns};
 use crate::rope::{Rope, RopeAngles};
 use crate::weights::{Weight, WeightSource};
@@ -190,8 +190,8 @@ impl Model {
     }
 
     /// A cache for this model with `batch` rows and room for `capacity` positions per row.
-    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
-        KvCache::new(&self.config, batch, capacity)
+    pub fn new_cache(&self, batch: usize, capacity: usize, kv_type: KvType) -> Result<KvCache> {
+        KvCache::new(&self.config, batch, capacity, kv_type)
     }
 
     /// Runs the new tokens of every row (an empty list skips that row) through the model,

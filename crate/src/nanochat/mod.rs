@@ -21,7 +21,7 @@ use candle_core::{Device, Tensor};
 
 use crate::attention::{self, AttentionShape, TokenSlot};
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvType};
 use crate::model::{ForwardOutput, LogitsFor, ModelStats};
 use checkpoint::TensorMap;
 use config::{NanochatConfig, QK_SCALE};
@@ -47,8 +47,8 @@ impl NanochatModel {
         Ok(Self { config, weights, inv_freq, stats: ModelStats::default() })
     }
 
-    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
-        KvCache::new(&self.config.base, batch, capacity)
+    pub fn new_cache(&self, batch: usize, capacity: usize, kv_type: KvType) -> Result<KvCache> {
+        KvCache::new(&self.config.base, batch, capacity, kv_type)
     }
 
     /// Same contract as `Model::forward`: new tokens per row (empty skips the row), lengths and

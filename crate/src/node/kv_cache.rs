@@ -50,6 +50,11 @@ impl NativeKvCache {
         self.with(|c| Ok(c.size_bytes() as f64))
     }
 
+    #[napi(getter)]
+    pub fn kv_type(&self) -> napi::Result<String> {
+        self.with(|c| Ok(c.kv_type().name().to_string()))
+    }
+
     #[napi]
     pub fn copy_row(&self, src: u32, dst: u32) -> napi::Result<()> {
         self.with(|c| c.copy_row(src as usize, dst as usize))

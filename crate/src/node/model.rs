@@ -338,9 +338,9 @@ impl NativeModel {
     }
 
     #[napi]
-    pub fn create_cache(&self, batch_size: u32, capacity: u32) -> napi::Result<NativeKvCache> {
+    pub fn create_cache(&self, batch_size: u32, capacity: u32, kv_type: Option<String>) -> napi::Result<NativeKvCache> {
         let m = self.get()?;
-        guarded(|| m.model.new_cache(batch_size as usize, capacity as usize)).map(NativeKvCache::new)
+        guarded(|| m.model.new_cache_as(batch_size as usize, capacity as usize, crate::KvType::parse(kv_type.as_deref())?)).map(NativeKvCache::new)
     }
 
     /// One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
