@@ -220,17 +220,23 @@ test.serial('applyChatTemplate renders the model\'s own template (ChatML for Smo
   t.is(text, chatml('Hi'))
 })
 
-test.serial('the KV store reports 2·L·B·T·H_kv·D·4 bytes, starts at the capacity asked and grows in 1024 steps', async (t) => {
+test.serial('the KV store reports 2·L·B·T·H_kv·D bytes × 2 (f16, the default) or 4 (f32), starts at the capacity asked and grows in 1024 steps', async (t) => {
   const { nLayers, nKvHeads, headDim } = model.info
+  const exact = model.createCache(3, 100, { kvType: 'f32' })
+  t.is(exact.kvType, 'f32')
+  t.is(exact.sizeBytes, 2 * nLayers * 3 * 100 * nKvHeads * headDim * 4)
+  exact.dispose()
+  t.throws(() => model.createCache(1, 8, { kvType: 'q8' as 'f16' }), { message: /kvType must be 'f16' or 'f32'/ })
   const cache = model.createCache(3, 100)
+  t.is(cache.kvType, 'f16')
   t.is(cache.capacity, 100)
-  t.is(cache.sizeBytes, 2 * nLayers * 3 * 100 * nKvHeads * headDim * 4)
+  t.is(cache.sizeBytes, 2 * nLayers * 3 * 100 * nKvHeads * headDim * 2)
   const run = (token: number, n: number) => new Array<number>(n).fill(token)
   const [a, b] = [model.tokenizer.encode(' a')[0], model.tokenizer.encode(' b')[0]]
   await model.forward(cache, [run(a, 600), [], run(b, 520)])
   await model.forward(cache, [run(a, 500), [b], []])
   t.deepEqual(Array.from(cache.seqlens), [1100, 1, 520])
   t.is(cache.capacity, 2048)
-  t.is(cache.sizeBytes, 2 * nLayers * 3 * 2048 * nKvHeads * headDim * 4)
+  t.is(cache.sizeBytes, 2 * nLayers * 3 * 2048 * nKvHeads * headDim * 2)
   cache.dispose()
 })
