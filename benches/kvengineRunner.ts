@@ -36,7 +36,7 @@ const result: EngineResult = {
   rssAfterLoad,
   peakRss: procStatusBytes('VmHWM'),
   kvBytes,
-  kvNote: `cache.sizeBytes of the ${plan.decodeMainContext}+${plan.decodeTokens}-token decode run (f32 K and V)`,
+  kvNote: `cache.sizeBytes of the ${plan.decodeMainContext}+${plan.decodeTokens}-token decode run (f16 K and V, the default store)`,
   prefill,
   decode,
   aggregate,
