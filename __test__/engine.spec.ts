@@ -200,6 +200,23 @@ test.serial('continuing a cached conversation equals re-prefilling it', async (t
   cache.dispose()
 })
 
+test.serial('a caller that stops early keeps a cache holding the prompt and the tokens fed before its last step', async (t) => {
+  // The next pass starts before each step is handed out; stopping takes its tokens back out.
+  const prompt = encode(chatml('Count from one to twenty.'))
+  const cache = model.createCache(2, 128)
+  const seen: number[][] = [[], []]
+  for await (const step of engine.generate(prompt, { numSamples: 2, temperature: 0, maxTokens: 30, stopTokens: [], cache })) {
+    step.tokenColumn.forEach((tok, r) => seen[r].push(tok))
+    if (seen[0].length === 5) break
+  }
+  t.deepEqual(Array.from(cache.seqlens), [prompt.length + 4, prompt.length + 4])
+  // Continuing from it with the fifth token gives what an uninterrupted run gives next.
+  const { candidates } = await model.forward(cache, [[seen[0][4]], []], { candidates: 1, logits: false })
+  const whole = await engine.generateBatch(prompt, { temperature: 0, maxTokens: 6, stopTokens: [] })
+  t.is(candidates?.ids[0], whole[0].tokens[5])
+  cache.dispose()
+})
+
 test.serial('a cache made beforehand and reused gives each call what a fresh one gives, samples included', async (t) => {
   const prompt = encode(chatml('Write a one-line story about a fox.'))
   const options = { numSamples: 3, maxTokens: 12, temperature: 1, seed: 7 }

@@ -16,10 +16,10 @@ import { ToolRegistry } from './ToolRegistry.js'
 import { ToolRunner } from './ToolRunner.js'
 import { validateSamplingOptions } from './validateSamplingOptions.js'
 
-/** A validated generation request: who the rows are and when each must stop. */
 /** Positions a generation without `maxTokens` reserves past its prompt (the Rust cache's growth step). */
 const DEFAULT_RESERVE = 1024
 
+/** A validated generation request: who the rows are and when each must stop. */
 interface Plan {
   prompts: Uint32Array[]
   numSamples: number
@@ -29,6 +29,12 @@ interface Plan {
   stopTokens: Set<number>
   /** The tool uses in force, or null when tools are off. */
   tools: ToolRunner | null
+}
+
+/** A decode pass started before its step was handed out, and the rows it feeds. */
+interface InFlightPass {
+  pass: ReturnType<Model['forward']>
+  fed: number[]
 }
 
 /**
@@ -74,6 +80,9 @@ export class Engine {
       wanted > 0
         ? { signal: options.signal, candidates: wanted, logits: false, candidatesInto: new Candidates(new Uint32Array(rowCount * perRow), new Float32Array(rowCount * perRow), perRow) }
         : { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
+    // Each step feeds every live row one token, so a row's length is derivable, not fetched.
+    const prefilled = new Int32Array(rowCount)
+    let inFlight: InFlightPass | undefined
     try {
       // 2) Prefill: each prompt once, into the first row of its samples.
       const prefill = rows.map((_, r) => (r % plan.numSamples === 0 ? plan.prompts[r / plan.numSamples] : []))
@@ -88,40 +97,69 @@ export class Engine {
       const locate = (forRows: Uint32Array) => forRows.forEach((row, i) => (logitRow[row] = i))
       locate(logitRows)
       for (let r = 0; r < rowCount; r++) logitRow[r] = logitRow[r - (r % plan.numSamples)]
-      // Each step feeds every live row one token, so a row's length is derivable, not fetched.
-      const prefilled = Int32Array.from(cache.seqlens)
-      // 4) Decode: take every live row's forced token or sample, record, yield, feed them back.
+      prefilled.set(cache.seqlens)
+      // 4) Decode: every live row takes its forced token or a sample. The tokens go back into the
+      //    model before the step is handed out, so the caller's work overlaps the next pass.
       for (;;) {
         this.#throwIfAborted(options.signal)
-        const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
-        for (const [r, state] of rows.entries()) {
-          if (state.completed) {
-            step.tokenColumn.push(-1), step.tokenMasks.push(0), step.text.push(''), step.finished.push(null)
-            continue
-          }
-          // A forced token overrides the row's sample, so the sample is not even drawn.
-          const forced = state.takeForced()
-          const token = forced >= 0 ? forced : state.sampler.sample(logits, logitRow[r] * vocab, vocab, candidates, logitRow[r])
-          const mask = forced >= 0 ? 0 : 1
-          let text = state.accept(token, mask, plan.stopTokens.has(token))
-          if (!state.completed && (state.tokens.length >= plan.maxTokens || prefilled[r] + state.tokens.length >= this.model.info.contextLength)) {
-            text += state.finish('length')
-          }
-          step.tokenColumn.push(token), step.tokenMasks.push(mask), step.text.push(text)
-          step.finished.push(state.completed ? (state.finishReason as FinishReason) : null)
+        const step = this.#takeStep(rows, plan, prefilled, { logits, logitRow, candidates })
+        const fed = rows.flatMap((s, r) => (s.completed ? [] : [r]))
+        if (fed.length > 0) {
+          const pass = this.model.forward(cache, rows.map((s, r) => (s.completed ? [] : [step.tokenColumn[r]])), forwardOptions)
+          // Handled here as well, so a pass that fails while the caller holds the step is no
+          // unhandled rejection; the error is still thrown where the pass is awaited.
+          pass.catch(() => {})
+          inFlight = { pass, fed }
         }
         yield { step, states: rows }
-        if (rows.every((s) => s.completed)) return
-        const next = rows.map((s, r) => (s.completed ? [] : [step.tokenColumn[r]]))
-        ;({ logits, rows: logitRows, candidates } = await this.model.forward(cache, next, forwardOptions))
+        if (!inFlight) return
+        const { pass } = inFlight
+        inFlight = undefined
+        ;({ logits, rows: logitRows, candidates } = await pass)
         locate(logitRows)
       }
     } catch (err) {
       if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'generation was aborted', { cause: err })
       throw err
     } finally {
+      // The caller stopped early with a pass in flight: let it finish, then take its tokens back
+      // out of a cache the caller keeps, which then holds what it held before that pass.
+      if (inFlight) await this.#withdraw(inFlight, cache, owned, rows, prefilled)
       if (owned) cache.dispose()
     }
+  }
+
+  /** Each row's token for this step (forced, or sampled from the last pass), accepted into its state. */
+  #takeStep(rows: RowState[], plan: Plan, prefilled: Int32Array, last: { logits: Float32Array; logitRow: Int32Array; candidates?: Candidates }): GenerateStep {
+    const vocab = this.model.info.vocabSize
+    const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
+    for (const [r, state] of rows.entries()) {
+      if (state.completed) {
+        step.tokenColumn.push(-1), step.tokenMasks.push(0), step.text.push(''), step.finished.push(null)
+        continue
+      }
+      // A forced token overrides the row's sample, so the sample is not even drawn.
+      const forced = state.takeForced()
+      const token = forced >= 0 ? forced : state.sampler.sample(last.logits, last.logitRow[r] * vocab, vocab, last.candidates, last.logitRow[r])
+      const mask = forced >= 0 ? 0 : 1
+      let text = state.accept(token, mask, plan.stopTokens.has(token))
+      if (!state.completed && (state.tokens.length >= plan.maxTokens || prefilled[r] + state.tokens.length >= this.model.info.contextLength)) {
+        text += state.finish('length')
+      }
+      step.tokenColumn.push(token), step.tokenMasks.push(mask), step.text.push(text)
+      step.finished.push(state.completed ? (state.finishReason as FinishReason) : null)
+    }
+    return step
+  }
+
+  async #withdraw(inFlight: InFlightPass, cache: KvCache, owned: boolean, rows: RowState[], prefilled: Int32Array): Promise<void> {
+    const landed = await inFlight.pass.then(
+      () => true,
+      () => false, // a failed pass leaves the cache as it was
+    )
+    if (!landed || owned) return
+    // Every token a row accepted went back into the model, the in-flight one last.
+    for (const r of inFlight.fed) cache.truncateRow(r, prefilled[r] + rows[r].tokens.length - 1)
   }
 
   /** Runs generation to the end and returns each row's tokens, masks, text and finish reason. */
