@@ -63,9 +63,12 @@ export declare class NativeModel {
    * fresh array, or null when `logits` is false. With `candidates`, each logits row's highest
    * that many tokens (fewer if the vocabulary is smaller), highest first, ties by lower id, go
    * into `candidateIds` and `candidateLogits`. The rows are the non-empty ones in order (each
-   * once per token with `allLogits`). Runs on the compute pool after the cache's earlier passes.
+   * once per token with `allLogits`). With `steps` > 1, that many greedy passes run back to
+   * back, each feeding every row the previous pass's top candidate; each pass's candidates
+   * follow the last's in the arrays, and logits must be off. Runs on the compute pool after
+   * the cache's earlier passes.
    */
-  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel: NativeCancelToken | undefined | null, logitsInto: Float32Array | undefined | null, logits: boolean, candidates?: number | undefined | null, candidateIds?: Uint32Array | undefined | null, candidateLogits?: Float32Array | undefined | null): Promise<Float32Array | null>
+  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel: NativeCancelToken | undefined | null, logitsInto: Float32Array | undefined | null, logits: boolean, candidates?: number | undefined | null, candidateIds?: Uint32Array | undefined | null, candidateLogits?: Float32Array | undefined | null, steps?: number | undefined | null): Promise<Float32Array | null>
   stats(): NativeModelStats
   /** Drops the weights now; a forward pass already running keeps them until it finishes. */
   dispose(): void

@@ -3,7 +3,7 @@ import test from 'ava'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 
-import { Candidates, Engine, type KvEngineError, Model } from '../index.js'
+import { Candidates, Engine, type GenerateOptions, type KvEngineError, Model } from '../index.js'
 import { chatml, modelPath } from './models.js'
 
 const model = await Model.load(modelPath('Q8_0'))
@@ -75,6 +75,14 @@ test.serial('candidatesInto is filled in place with the candidates a fresh pass 
     t.true(error?.message.includes(why), error?.message)
   }
   await t.throwsAsync(model.forward(reused, [[11], [12]], { candidatesInto: into }), { message: /candidatesInto needs candidates/ })
+  for (const [options, why] of [
+    [{ candidates: 1, logits: false, greedySteps: 0 }, /greedySteps must be an integer in 1\.\.64, got 0/],
+    [{ candidates: 1, logits: false, greedySteps: 2.5 }, /greedySteps must be an integer/],
+    [{ candidates: 1, greedySteps: 2 }, /logits: false/],
+    [{ candidates: 5, logits: false, greedySteps: 2, candidatesInto: into }, /room for 4 rows/],
+  ] as const) {
+    await t.throwsAsync(model.forward(reused, [[11], [12]], options), { message: why })
+  }
   t.deepEqual(Array.from(reused.seqlens), seqlens, 'a refused pass leaves the cache as it was')
   reused.dispose()
 })
@@ -215,6 +223,35 @@ test.serial('a caller that stops early keeps a cache holding the prompt and the 
   const whole = await engine.generateBatch(prompt, { temperature: 0, maxTokens: 6, stopTokens: [] })
   t.is(candidates?.ids[0], whole[0].tokens[5])
   cache.dispose()
+})
+
+test.serial('multiStep: greedy bursts give the rows and the kept cache that one pass per call gives, and waste no pass when no row stops inside one', async (t) => {
+  const cases: [number[] | number[][], GenerateOptions][] = [
+    [encode(chatml('Count from one to ten.')), { maxTokens: 37, stopTokens: [] }],
+    [encode('1, 2, 3, 4, 5, 6, 7'), { maxTokens: 20, stop: [', 9'] }],
+    [[encode(chatml('Name a colour.')), encode(chatml('Say hi.'))], { maxTokens: 45, numSamples: 2 }],
+  ]
+  for (const [prompt, options] of cases) {
+    const rows = Array.isArray(prompt[0]) ? prompt.length * (options.numSamples ?? 1) : 1
+    const runs = []
+    for (const multiStep of [1, 3, 8]) {
+      const cache = model.createCache(rows, 256)
+      const before = model.stats()
+      const result = await engine.generateBatch(prompt, { ...options, temperature: 0, multiStep, cache })
+      runs.push({ result, seqlens: Array.from(cache.seqlens), passes: model.stats().forwardCalls - before.forwardCalls })
+      cache.dispose()
+    }
+    t.deepEqual(runs[1].result, runs[0].result)
+    t.deepEqual(runs[2].result, runs[0].result)
+    t.deepEqual(runs[1].seqlens, runs[0].seqlens, 'a row that stopped inside a burst was rewound')
+    t.deepEqual(runs[2].seqlens, runs[0].seqlens)
+  }
+  // 37 tokens, no stop: 1 prefill and 36 decode passes, in 12 calls of 3 or 5 calls of 8 (the last cut to what is left).
+  const before = model.stats()
+  await engine.generateBatch(cases[0][0], { ...cases[0][1], temperature: 0, multiStep: 8 })
+  t.is(model.stats().forwardCalls - before.forwardCalls, 37)
+  const error = await t.throwsAsync(engine.generateBatch(cases[0][0], { multiStep: 0 }))
+  t.regex(error?.message ?? '', /multiStep must be an integer in 1\.\.64, got 0/)
 })
 
 test.serial('a cache made beforehand and reused gives each call what a fresh one gives, samples included', async (t) => {

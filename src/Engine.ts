@@ -29,12 +29,33 @@ interface Plan {
   stopTokens: Set<number>
   /** The tool uses in force, or null when tools are off. */
   tools: ToolRunner | null
+  /** Greedy passes per call into the engine. */
+  multiStep: number
 }
 
-/** A decode pass started before its step was handed out, and the rows it feeds. */
+/** A decode call started before its steps were handed out: the rows it feeds, and its passes. */
 interface InFlightPass {
   pass: ReturnType<Model['forward']>
   fed: number[]
+  passes: number
+}
+
+/** What the last call returned: per cache row, its row among the `fedRows` of each pass. */
+interface LastCall {
+  logits: Float32Array
+  logitRow: Int32Array
+  candidates?: Candidates
+  fedRows: number
+  passes: number
+}
+
+/** Default `multiStep`: greedy passes per call into the engine. */
+const DEFAULT_MULTI_STEP = 4
+const MAX_MULTI_STEP = 64
+
+/** Adds one to each row that has a token in `step`. */
+function countTokens(step: GenerateStep, counts: Int32Array): void {
+  step.tokenColumn.forEach((token, r) => token >= 0 && counts[r]++)
 }
 
 /**
@@ -76,12 +97,18 @@ export class Engine {
     // no logits; others get every step's logits in one array (nothing per step for the GC).
     const wanted = rows[0].sampler.candidatesWanted(vocab)
     const perRow = Math.min(wanted, vocab)
+    const multiStep = wanted === 1 ? plan.multiStep : 1
+    const picks = rowCount * perRow * multiStep
     const forwardOptions =
       wanted > 0
-        ? { signal: options.signal, candidates: wanted, logits: false, candidatesInto: new Candidates(new Uint32Array(rowCount * perRow), new Float32Array(rowCount * perRow), perRow) }
+        ? { signal: options.signal, candidates: wanted, logits: false, candidatesInto: new Candidates(new Uint32Array(picks), new Float32Array(picks), perRow) }
         : { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
-    // Each step feeds every live row one token, so a row's length is derivable, not fetched.
+    // Each row's length is tracked here, not fetched: what the prefill left, what the cache
+    // holds now, and how many tokens were taken and handed out.
     const prefilled = new Int32Array(rowCount)
+    const held = new Int32Array(rowCount)
+    const consumed = new Int32Array(rowCount)
+    const seen = new Int32Array(rowCount)
     let inFlight: InFlightPass | undefined
     try {
       // 2) Prefill: each prompt once, into the first row of its samples.
@@ -98,39 +125,78 @@ export class Engine {
       locate(logitRows)
       for (let r = 0; r < rowCount; r++) logitRow[r] = logitRow[r - (r % plan.numSamples)]
       prefilled.set(cache.seqlens)
-      // 4) Decode: every live row takes its forced token or a sample. The tokens go back into the
-      //    model before the step is handed out, so the caller's work overlaps the next pass.
+      held.set(prefilled)
+      // 4) Decode: every live row takes its forced token or a sample, once per pass of the last
+      //    call (greedy rows run several passes per call, see `multiStep`). The tokens go back
+      //    into the model before the steps are handed out, so the caller's work overlaps the call.
+      let passes = 1
       for (;;) {
         this.#throwIfAborted(options.signal)
-        const step = this.#takeStep(rows, plan, prefilled, { logits, logitRow, candidates })
+        const steps = this.#takeSteps(rows, plan, prefilled, { logits, logitRow, candidates, fedRows: logitRows.length, passes })
+        for (const step of steps) countTokens(step, consumed)
+        // A row that stopped, or took a forced token, inside a burst had passes past it.
+        this.#rewind(cache, held, prefilled, consumed)
         const fed = rows.flatMap((s, r) => (s.completed ? [] : [r]))
         if (fed.length > 0) {
-          const pass = this.model.forward(cache, rows.map((s, r) => (s.completed ? [] : [step.tokenColumn[r]])), forwardOptions)
+          passes = multiStep > 1 ? this.#passesFor(rows, plan, held, multiStep) : 1
+          const next = rows.map((s, r) => (s.completed ? [] : [steps[steps.length - 1].tokenColumn[r]]))
+          const pass = this.model.forward(cache, next, passes > 1 ? { ...forwardOptions, greedySteps: passes } : forwardOptions)
           // Handled here as well, so a pass that fails while the caller holds the step is no
           // unhandled rejection; the error is still thrown where the pass is awaited.
           pass.catch(() => {})
-          inFlight = { pass, fed }
+          inFlight = { pass, fed, passes }
         }
-        yield { step, states: rows }
+        for (const step of steps) {
+          this.#throwIfAborted(options.signal)
+          countTokens(step, seen)
+          yield { step, states: rows }
+        }
         if (!inFlight) return
-        const { pass } = inFlight
+        const call = inFlight
         inFlight = undefined
-        ;({ logits, rows: logitRows, candidates } = await pass)
+        ;({ logits, rows: logitRows, candidates } = await call.pass)
+        for (const r of call.fed) held[r] += call.passes
         locate(logitRows)
       }
     } catch (err) {
       if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'generation was aborted', { cause: err })
       throw err
     } finally {
-      // The caller stopped early with a pass in flight: let it finish, then take its tokens back
-      // out of a cache the caller keeps, which then holds what it held before that pass.
-      if (inFlight) await this.#withdraw(inFlight, cache, owned, rows, prefilled)
+      // The caller stopped early with a call in flight: let it finish (freeing the cache would
+      // wait for it on this thread), then take out of a kept cache what the caller has not seen fed.
+      if (inFlight) {
+        const landed = await inFlight.pass.then(
+          () => true,
+          () => false, // a failed call leaves the cache as it was
+        )
+        if (landed) for (const r of inFlight.fed) held[r] += inFlight.passes
+        if (!owned) this.#rewind(cache, held, prefilled, seen)
+      }
       if (owned) cache.dispose()
     }
   }
 
-  /** Each row's token for this step (forced, or sampled from the last pass), accepted into its state. */
-  #takeStep(rows: RowState[], plan: Plan, prefilled: Int32Array, last: { logits: Float32Array; logitRow: Int32Array; candidates?: Candidates }): GenerateStep {
+  /**
+   * Each live row's token for every pass of the last call (forced, or sampled from that pass),
+   * accepted into its state: one step per pass, ending early where a row took a token other
+   * than the one the model fed itself next, since the passes after that fed the wrong token.
+   */
+  #takeSteps(rows: RowState[], plan: Plan, prefilled: Int32Array, last: LastCall): GenerateStep[] {
+    const steps: GenerateStep[] = []
+    for (let pass = 0; pass < last.passes; pass++) {
+      const step = this.#takeStep(rows, plan, prefilled, last, pass * last.fedRows)
+      steps.push(step)
+      if (rows.every((s) => s.completed)) break
+      // The model fed each row the top candidate of this pass to the next one.
+      const { ids, perRow } = last.candidates ?? { ids: new Uint32Array(0), perRow: 1 }
+      const fedNext = (r: number) => ids[(pass * last.fedRows + last.logitRow[r]) * perRow]
+      if (pass + 1 < last.passes && rows.some((s, r) => !s.completed && step.tokenColumn[r] !== fedNext(r))) break
+    }
+    return steps
+  }
+
+  /** Each row's token for one pass (forced, or sampled), accepted into its state. */
+  #takeStep(rows: RowState[], plan: Plan, prefilled: Int32Array, last: LastCall, firstRow: number): GenerateStep {
     const vocab = this.model.info.vocabSize
     const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
     for (const [r, state] of rows.entries()) {
@@ -140,7 +206,8 @@ export class Engine {
       }
       // A forced token overrides the row's sample, so the sample is not even drawn.
       const forced = state.takeForced()
-      const token = forced >= 0 ? forced : state.sampler.sample(last.logits, last.logitRow[r] * vocab, vocab, last.candidates, last.logitRow[r])
+      const row = firstRow + last.logitRow[r]
+      const token = forced >= 0 ? forced : state.sampler.sample(last.logits, row * vocab, vocab, last.candidates, row)
       const mask = forced >= 0 ? 0 : 1
       let text = state.accept(token, mask, plan.stopTokens.has(token))
       if (!state.completed && (state.tokens.length >= plan.maxTokens || prefilled[r] + state.tokens.length >= this.model.info.contextLength)) {
@@ -152,14 +219,30 @@ export class Engine {
     return step
   }
 
-  async #withdraw(inFlight: InFlightPass, cache: KvCache, owned: boolean, rows: RowState[], prefilled: Int32Array): Promise<void> {
-    const landed = await inFlight.pass.then(
-      () => true,
-      () => false, // a failed pass leaves the cache as it was
-    )
-    if (!landed || owned) return
-    // Every token a row accepted went back into the model, the in-flight one last.
-    for (const r of inFlight.fed) cache.truncateRow(r, prefilled[r] + rows[r].tokens.length - 1)
+  /**
+   * Passes for the next call: `multiStep` while every live row decodes greedily outside a tool
+   * call (a sampled or forced token would differ from the one the model feeds itself), and no
+   * more than any row has tokens and context left for.
+   */
+  #passesFor(rows: RowState[], plan: Plan, held: Int32Array, multiStep: number): number {
+    let passes = multiStep
+    for (const [r, state] of rows.entries()) {
+      if (state.completed) continue
+      // Inside a tool call the row runs one pass per call, so the answer forced when it closes
+      // never lands inside a burst.
+      if (state.hasForced || state.inToolCall || state.sampler.candidatesWanted(this.model.info.vocabSize) !== 1) return 1
+      // `held` lacks the token this call feeds first; each pass makes one more token.
+      passes = Math.min(passes, plan.maxTokens - state.tokens.length, this.model.info.contextLength - held[r] - 1)
+    }
+    return Math.max(passes, 1)
+  }
+
+  /** Cuts each row back to the tokens fed before its last counted one, where it holds more. */
+  #rewind(cache: KvCache, held: Int32Array, prefilled: Int32Array, counted: Int32Array): void {
+    for (let r = 0; r < held.length; r++) {
+      const keep = prefilled[r] + Math.max(counted[r] - 1, 0)
+      if (held[r] > keep) cache.truncateRow(r, (held[r] = keep))
+    }
   }
 
   /** Runs generation to the end and returns each row's tokens, masks, text and finish reason. */
@@ -196,7 +279,11 @@ export class Engine {
     // A cache's pages are resident from the start, so an unbounded generation reserves one growth
     // step, not the whole context; the cache grows if the generation runs on.
     const reserve = options.maxTokens ?? Math.min(maxTokens, DEFAULT_RESERVE)
-    return { prompts, numSamples, maxTokens, reserve, stopTokens, tools: this.#toolRunner(options.tools) }
+    const multiStep = options.multiStep ?? DEFAULT_MULTI_STEP
+    if (!Number.isInteger(multiStep) || multiStep < 1 || multiStep > MAX_MULTI_STEP) {
+      throw new KvEngineError('INVALID_ARGUMENT', `multiStep must be an integer in 1..${MAX_MULTI_STEP}, got ${String(options.multiStep)}`)
+    }
+    return { prompts, numSamples, maxTokens, reserve, stopTokens, tools: this.#toolRunner(options.tools), multiStep }
   }
 
   /** Tools are on by default only for nanochat's vocabulary, whose models were taught the calculator. */

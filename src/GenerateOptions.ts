@@ -32,4 +32,13 @@ export interface GenerateOptions extends SamplingOptions {
    * all). The cache is left holding everything fed through the model, and is not disposed.
    */
   cache?: KvCache
+  /**
+   * Greedy decode steps run natively per call into the engine (vLLM's multi-step scheduling):
+   * when every live row decodes greedily with no forced tokens queued, the model feeds each row
+   * its own top token for up to this many passes before TypeScript sees them. Tokens and text
+   * are the same as with 1; steps then arrive in bursts, and a row that stops inside a burst
+   * costs the passes after it (they are rewound from the cache). Default 4; 1 returns after
+   * every token.
+   */
+  multiStep?: number
 }

@@ -61,7 +61,18 @@ export interface ForwardOptions {
    * from `candidates` alone, it saves copying a vocabulary of floats per row. Default true.
    */
   logits?: boolean
+  /**
+   * Greedy passes to run in this one call (default 1), as vLLM's multi-step scheduling: each pass
+   * after the first feeds every row that was given tokens its highest-logit token of the pass
+   * before, without coming back to JavaScript. Needs `candidates` and `logits: false`; pass i's
+   * candidates follow pass i − 1's, so `result.candidates` holds `greedySteps × rows × perRow`.
+   * On error or abort every row is rewound to where it was.
+   */
+  greedySteps?: number
 }
+
+/** The most passes one `forward` call runs with `greedySteps`. */
+const MAX_GREEDY_STEPS = 64
 
 export interface ForwardResult {
   /** `(rows.length, vocabSize)` row-major; a view of native memory (or of `logitsInto`), not a copy. */
@@ -172,8 +183,15 @@ export class Model {
     }
     const allLogits = options.allLogits ?? false
     const logitRows = rowsOfLogits(rows, allLogits)
-    const picked = this.#candidatesFor(logitRows.length, options)
+    const steps = options.greedySteps ?? 1
+    if (!Number.isInteger(steps) || steps < 1 || steps > MAX_GREEDY_STEPS) {
+      throw new KvEngineError('INVALID_ARGUMENT', `greedySteps must be an integer in 1..${MAX_GREEDY_STEPS}, got ${String(steps)}`)
+    }
+    const picked = this.#candidatesFor(logitRows.length * steps, options)
     const wantLogits = options.logits ?? true
+    if (steps > 1 && (picked === undefined || wantLogits || allLogits)) {
+      throw new KvEngineError('INVALID_ARGUMENT', 'greedySteps > 1 decodes from candidates: give candidates, logits: false and no allLogits')
+    }
     if (typeof wantLogits !== 'boolean' || (!wantLogits && options.logitsInto !== undefined)) {
       throw new KvEngineError('INVALID_ARGUMENT', 'logits must be a boolean, and logitsInto needs logits')
     }
@@ -185,7 +203,7 @@ export class Model {
     let logits: Float32Array | null
     try {
       // Awaited here rather than through awaitNative: one async frame less per decode step.
-      logits = await this.#native.forward(cache.native, rows, allLogits, token, into, wantLogits, picked?.perRow, picked?.ids, picked?.logits)
+      logits = await this.#native.forward(cache.native, rows, allLogits, token, into, wantLogits, picked?.perRow, picked?.ids, picked?.logits, steps)
     } catch (err) {
       throw toKvEngineError(err)
     } finally {

@@ -41,6 +41,11 @@ export class RowState {
     return this.#callStart >= 0
   }
 
+  /** Whether a tool's answer has tokens queued for this row. */
+  get hasForced(): boolean {
+    return this.#forcedHead < this.#forced.length
+  }
+
   /**
    * The next token a tool's answer forces on this row, taken off the queue, or -1 when the row
    * samples. A forced token takes precedence over the sample and is recorded with mask 0.

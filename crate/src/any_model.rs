@@ -86,6 +86,41 @@ impl LanguageModel {
         out
     }
 
+    /// Greedy decoding for `steps` passes without returning to the caller (vLLM's multi-step
+    /// scheduling): the first pass feeds `batch`; each later one feeds every row that was given
+    /// tokens its highest-logit token of the pass before. Returns each pass's `per_row` (≥ 1)
+    /// highest logits per fed row. A decode step's hand-off to the caller and back costs about
+    /// as much as a small model's pass spends outside its matmuls, so `steps` passes share one.
+    /// On error or cancellation every row is rewound to where it was, as after a failed pass.
+    pub fn forward_greedy_steps(&self, batch: &[Vec<u32>], cache: &mut KvCache, steps: usize, cancel: Option<&AtomicBool>, per_row: usize) -> Result<Vec<Candidates>> {
+        if steps == 0 || per_row == 0 {
+            return Err(Error::invalid("greedy steps need at least one step and one candidate per row"));
+        }
+        let before = cache.seqlens().to_vec();
+        let mut fed = batch.to_vec();
+        let mut passes = Vec::with_capacity(steps);
+        let outcome = (0..steps).try_for_each(|_| {
+            let (_, picked) = self.forward_picking(&fed, cache, LogitsFor::LastPerRow, cancel, per_row)?;
+            let picked = picked.ok_or_else(|| Error::invalid("greedy steps pick no candidates"))?;
+            for (tokens, best) in fed.iter_mut().filter(|t| !t.is_empty()).zip(picked.ids.chunks(picked.per_row)) {
+                *tokens = vec![best[0]];
+            }
+            passes.push(picked);
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => Ok(passes),
+            Err(e) => {
+                for (row, &len) in before.iter().enumerate() {
+                    if cache.seqlen(row) > len as usize {
+                        cache.truncate_row(row, len as usize)?;
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// The cache-free reference path, `(len, vocab)` logits.
     pub fn forward_reference(&self, tokens: &[u32]) -> Result<Vec<f32>> {
         match &self.arch {

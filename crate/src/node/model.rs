@@ -166,6 +166,8 @@ struct ForwardPass {
     cancel: Option<Arc<AtomicBool>>,
     logits: LogitsOut,
     candidates: Option<CandidatesInto>,
+    /// Greedy passes run back to back, each feeding the last one's top candidates (1: one pass).
+    steps: usize,
 }
 
 /// Where a pass's logits go.
@@ -201,13 +203,14 @@ impl ForwardPass {
             }
         }
         if let Some(c) = &self.candidates {
-            let needed = rows.saturating_mul(c.per_row);
+            let needed = rows.saturating_mul(c.per_row).saturating_mul(self.steps);
             if c.ids.len() < needed || c.logits.len() < needed {
                 return Err(Error::invalid(format!(
-                    "the candidate arrays hold {} ids and {} logits but this pass picks {needed} ({rows} rows × {}); size them rows × candidates",
+                    "the candidate arrays hold {} ids and {} logits but this call picks {needed} ({rows} rows × {} × {} steps); size them rows × candidates × steps",
                     c.ids.len(),
                     c.logits.len(),
-                    c.per_row
+                    c.per_row,
+                    self.steps
                 )));
             }
         }
@@ -223,6 +226,21 @@ impl ForwardPass {
         }
         self.check_buffers().map_err(super::to_napi)?;
         let per_row = self.candidates.as_ref().map_or(0, |c| c.per_row);
+        if self.steps > 1 {
+            let passes = guarded(|| self.model.model.forward_greedy_steps(&self.tokens, cache, self.steps, self.cancel.as_deref(), per_row))?;
+            if let Some(into) = &mut self.candidates {
+                let mut at = 0;
+                for picked in passes {
+                    // SAFETY: as below; the lengths were checked for every step.
+                    unsafe {
+                        into.ids.as_mut()[at..at + picked.ids.len()].copy_from_slice(&picked.ids);
+                        into.logits.as_mut()[at..at + picked.logits.len()].copy_from_slice(&picked.logits);
+                    }
+                    at += picked.ids.len();
+                }
+            }
+            return Ok(Vec::new());
+        }
         let (out, picked) = guarded(|| self.model.model.forward_picking(&self.tokens, cache, self.which, self.cancel.as_deref(), per_row))?;
         // SAFETY (both copies): the JS side holds these arrays until the promise settles and
         // does not touch them meanwhile; their lengths were checked above.
@@ -349,7 +367,10 @@ impl NativeModel {
     /// fresh array, or null when `logits` is false. With `candidates`, each logits row's highest
     /// that many tokens (fewer if the vocabulary is smaller), highest first, ties by lower id, go
     /// into `candidateIds` and `candidateLogits`. The rows are the non-empty ones in order (each
-    /// once per token with `allLogits`). Runs on the compute pool after the cache's earlier passes.
+    /// once per token with `allLogits`). With `steps` > 1, that many greedy passes run back to
+    /// back, each feeding every row the previous pass's top candidate; each pass's candidates
+    /// follow the last's in the arrays, and logits must be off. Runs on the compute pool after
+    /// the cache's earlier passes.
     #[napi(ts_return_type = "Promise<Float32Array | null>")]
     pub fn forward<'env>(
         &self,
@@ -363,8 +384,13 @@ impl NativeModel {
         candidates: Option<u32>,
         candidate_ids: Option<Uint32Array>,
         candidate_logits: Option<Float32Array>,
+        steps: Option<u32>,
     ) -> napi::Result<Object<'env>> {
         let model = self.get()?;
+        let steps = steps.unwrap_or(1).max(1) as usize;
+        if steps > 1 && (candidates.unwrap_or(0) == 0 || logits || all_logits) {
+            return Err(super::to_napi(Error::invalid("steps > 1 decodes greedily from candidates: ask for candidates, with logits and allLogits off")));
+        }
         let candidates = match (candidates, candidate_ids, candidate_logits) {
             (None | Some(0), None, None) => None,
             (Some(n), Some(ids), Some(logits)) => Some(CandidatesInto { per_row: (n as usize).min(model.model.config.vocab_size), ids, logits }),
@@ -384,6 +410,7 @@ impl NativeModel {
             cancel: cancel.map(|c| c.flag.clone()),
             logits,
             candidates,
+            steps,
         };
         let (settlement, promise) = Settlement::new(env)?;
         cache.passes.submit(Box::new(move || {
