@@ -1,8 +1,9 @@
 // Where a decode step's time outside the engine goes: a bare loop of model.forward (the hop to the
 // worker thread and back, the promise; asking for what the Engine asks: candidates, no logits)
 // against Engine.generate as the benchmark times it (that plus sampling, detokenizing and row
-// state), each as ms per step outside forwardSeconds. Batch 1 decodes greedily, as the decode
-// figure does; larger batches sample (temperature 1, top-k 50), as the samples figure does.
+// state), each as ms per step outside forwardSeconds, with one pass per call (multiStep 1) and
+// the default bursts (greedy only). Batch 1 decodes greedily, as the decode figure does; larger
+// batches sample (temperature 1, top-k 50), as the samples figure does, so they never burst.
 //   node --import=tsx benches/forwardHop.ts [model.gguf] [--batch=8]
 import { timedGenerate } from './kvengine/timedGenerate.js'
 import { importShippedPackage } from './lib/shippedPackage.js'
@@ -32,10 +33,12 @@ for (let round = 0; round < 2; round++) {
     await model.forward(cache, next, { candidates: batch === 1 ? 1 : 50, logits: false })
   }
   const wall = (performance.now() - started) / 1000
-  report('bare forward loop', wall, 1 - (model.stats().forwardSeconds - forwardBefore) / wall)
+  report('bare forward loop          ', wall, 1 - (model.stats().forwardSeconds - forwardBefore) / wall)
   cache.dispose()
   // STEPS + 1 tokens: the first step ends the prefill, the STEPS after it are timed.
-  const t = await timedGenerate(new Engine(model), prompt, { ...sampling, numSamples: batch, maxTokens: STEPS + 1, stopTokens: [] })
-  report('engine.generate  ', (t.lastStepMs - t.firstStepMs) / 1000, t.tsShare ?? NaN)
+  for (const multiStep of [1, 4]) {
+    const t = await timedGenerate(new Engine(model), prompt, { ...sampling, numSamples: batch, maxTokens: STEPS + 1, stopTokens: [], multiStep })
+    report(`engine.generate, multiStep ${multiStep}`, (t.lastStepMs - t.firstStepMs) / 1000, t.tsShare ?? NaN)
+  }
 }
 model.dispose()
