@@ -53,6 +53,12 @@ interface LastCall {
 const DEFAULT_MULTI_STEP = 4
 const MAX_MULTI_STEP = 64
 
+/** Whether a live row took a token other than the top candidate of `pass`, which the model fed it next. */
+function diverged(rows: RowState[], step: GenerateStep, last: LastCall, pass: number): boolean {
+  const { ids, perRow } = last.candidates as Candidates // a burst always decodes from candidates
+  return rows.some((s, r) => !s.completed && step.tokenColumn[r] !== ids[(pass * last.fedRows + last.logitRow[r]) * perRow])
+}
+
 /** Adds one to each row that has a token in `step`. */
 function countTokens(step: GenerateStep, counts: Int32Array): void {
   step.tokenColumn.forEach((token, r) => token >= 0 && counts[r]++)
@@ -186,11 +192,7 @@ export class Engine {
     for (let pass = 0; pass < last.passes; pass++) {
       const step = this.#takeStep(rows, plan, prefilled, last, pass * last.fedRows)
       steps.push(step)
-      if (rows.every((s) => s.completed)) break
-      // The model fed each row the top candidate of this pass to the next one.
-      const { ids, perRow } = last.candidates ?? { ids: new Uint32Array(0), perRow: 1 }
-      const fedNext = (r: number) => ids[(pass * last.fedRows + last.logitRow[r]) * perRow]
-      if (pass + 1 < last.passes && rows.some((s, r) => !s.completed && step.tokenColumn[r] !== fedNext(r))) break
+      if (pass + 1 === last.passes || rows.every((s) => s.completed) || diverged(rows, step, last, pass)) break
     }
     return steps
   }
@@ -220,9 +222,9 @@ export class Engine {
   }
 
   /**
-   * Passes for the next call: `multiStep` while every live row decodes greedily outside a tool
-   * call (a sampled or forced token would differ from the one the model feeds itself), and no
-   * more than any row has tokens and context left for.
+   * Passes for the next call of a greedy generation: `multiStep` while no live row is in a tool
+   * call or has forced tokens queued (a forced token would differ from the one the model feeds
+   * itself), and no more than any row has tokens and context left for.
    */
   #passesFor(rows: RowState[], plan: Plan, held: Int32Array, multiStep: number): number {
     let passes = multiStep
@@ -230,7 +232,7 @@ export class Engine {
       if (state.completed) continue
       // Inside a tool call the row runs one pass per call, so the answer forced when it closes
       // never lands inside a burst.
-      if (state.hasForced || state.inToolCall || state.sampler.candidatesWanted(this.model.info.vocabSize) !== 1) return 1
+      if (state.hasForced || state.inToolCall) return 1
       // `held` lacks the token this call feeds first; each pass makes one more token.
       passes = Math.min(passes, plan.maxTokens - state.tokens.length, this.model.info.contextLength - held[r] - 1)
     }

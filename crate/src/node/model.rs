@@ -11,6 +11,7 @@ use super::cancel_token::NativeCancelToken;
 use super::kv_cache::NativeKvCache;
 use super::settlement::Settlement;
 use super::{disposed, guarded};
+use crate::candidates::Candidates;
 use crate::chat_template::ChatMessage;
 use crate::error::{Error, ErrorKind};
 use crate::kv_cache::KvCache;
@@ -186,6 +187,20 @@ struct CandidatesInto {
     logits: Float32Array,
 }
 
+impl CandidatesInto {
+    /// Copies one pass's candidates in at element `at`; returns where the next pass's go.
+    fn write(&mut self, at: usize, picked: &Candidates) -> usize {
+        let end = at + picked.ids.len();
+        // SAFETY: the JS side holds these arrays until the promise settles and does not touch
+        // them meanwhile; `check_buffers` sized them for every pass of the call.
+        unsafe {
+            self.ids.as_mut()[at..end].copy_from_slice(&picked.ids);
+            self.logits.as_mut()[at..end].copy_from_slice(&picked.logits);
+        }
+        end
+    }
+}
+
 impl ForwardPass {
     /// Checked before the pass, so a buffer that is too small costs nothing and changes nothing.
     fn check_buffers(&self) -> crate::Result<()> {
@@ -229,27 +244,16 @@ impl ForwardPass {
         if self.steps > 1 {
             let passes = guarded(|| self.model.model.forward_greedy_steps(&self.tokens, cache, self.steps, self.cancel.as_deref(), per_row))?;
             if let Some(into) = &mut self.candidates {
-                let mut at = 0;
-                for picked in passes {
-                    // SAFETY: as below; the lengths were checked for every step.
-                    unsafe {
-                        into.ids.as_mut()[at..at + picked.ids.len()].copy_from_slice(&picked.ids);
-                        into.logits.as_mut()[at..at + picked.logits.len()].copy_from_slice(&picked.logits);
-                    }
-                    at += picked.ids.len();
-                }
+                passes.iter().fold(0, |at, picked| into.write(at, picked));
             }
             return Ok(Vec::new());
         }
         let (out, picked) = guarded(|| self.model.model.forward_picking(&self.tokens, cache, self.which, self.cancel.as_deref(), per_row))?;
-        // SAFETY (both copies): the JS side holds these arrays until the promise settles and
-        // does not touch them meanwhile; their lengths were checked above.
         if let (Some(into), Some(picked)) = (&mut self.candidates, picked) {
-            unsafe {
-                into.ids.as_mut()[..picked.ids.len()].copy_from_slice(&picked.ids);
-                into.logits.as_mut()[..picked.logits.len()].copy_from_slice(&picked.logits);
-            }
+            into.write(0, &picked);
         }
+        // SAFETY: the JS side holds this array until the promise settles and does not touch it
+        // meanwhile; its length was checked above.
         if let LogitsOut::Into(buffer) = &mut self.logits {
             unsafe { buffer.as_mut()[..out.logits.len()].copy_from_slice(&out.logits) };
         }
