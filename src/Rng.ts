@@ -15,10 +15,10 @@ const MIX2: U64 = [0x94d049bb, 0x133111eb]
  * "RepresentationChangerError" after ~2,000 seedings), and seeding happens once per row.
  */
 export class Rng {
-  #s0: number
-  #s1: number
-  #s2: number
-  #s3: number
+  #s0 = 0
+  #s1 = 0
+  #s2 = 0
+  #s3 = 0
 
   /** Any integer; numbers and bigints are taken modulo 2^64. */
   constructor(seed: number | bigint) {
