@@ -17,13 +17,15 @@ export declare class NativeCancelToken {
 }
 
 /**
- * A KV store owned by JS. The mutex is held for a whole forward pass, so a cache is never read
- * and written at once; `dispose` frees the buffers as soon as no pass is using them. Its passes
- * run one after another through `passes` (see `pass_queue.rs` for why they must).
+ * A KV store owned by JS. Its passes run one after another through `passes` (see
+ * `pass_queue.rs` for why they must). The getters and `dispose` never wait for one; the row
+ * methods change the cache under its lock, so they wait for a pass running at that moment.
  */
 export declare class NativeKvCache {
+  /** Each row's length after the last pass or change that completed. */
   seqlens(): Int32Array
   get batchSize(): number
+  /** As of the last pass that completed (a pass that grows the cache shows here when it ends). */
   get capacity(): number
   get sizeBytes(): number
   get kvType(): string
@@ -31,6 +33,7 @@ export declare class NativeKvCache {
   reset(): void
   resetRow(row: number): void
   truncateRow(row: number, len: number): void
+  /** Marks the cache disposed at once; its buffers go now, or when the pass holding them ends. */
   dispose(): void
   get disposed(): boolean
 }

@@ -279,9 +279,11 @@ test.serial('the KV store reports 2·L·B·T·H_kv·D bytes × 2 (f16, the defau
   const exact = model.createCache(3, 100, { kvType: 'f32' })
   t.is(exact.kvType, 'f32')
   t.is(exact.sizeBytes, 2 * nLayers * 3 * 100 * nKvHeads * headDim * 4)
+  t.is(model.cacheBytes(3, 100, { kvType: 'f32' }), exact.sizeBytes, 'cacheBytes says what createCache will hold')
   exact.dispose()
   t.throws(() => model.createCache(1, 8, { kvType: 'q8' as 'f16' }), { message: /kvType must be 'f16' or 'f32'/ })
   const cache = model.createCache(3, 100)
+  t.is(model.cacheBytes(3, 100), cache.sizeBytes)
   t.is(cache.kvType, 'f16')
   t.is(cache.capacity, 100)
   t.is(cache.sizeBytes, 2 * nLayers * 3 * 100 * nKvHeads * headDim * 2)
@@ -292,5 +294,56 @@ test.serial('the KV store reports 2·L·B·T·H_kv·D bytes × 2 (f16, the defau
   t.deepEqual(Array.from(cache.seqlens), [1100, 1, 520])
   t.is(cache.capacity, 2048)
   t.is(cache.sizeBytes, 2 * nLayers * 3 * 2048 * nKvHeads * headDim * 2)
+  cache.dispose()
+})
+
+test.serial('a cache given to one generation refuses a second (BUSY) until the first ends, however it ends', async (t) => {
+  const prompt = encode(chatml('Count from one to ten.'))
+  const options = { temperature: 0, maxTokens: 12, stopTokens: [] }
+  const alone = await engine.generateBatch(prompt, options)
+  const cache = model.createCache(1, 128)
+  const busy = async (p: Promise<unknown>) => {
+    const err = await t.throwsAsync(p)
+    t.is((err as KvEngineError | undefined)?.code, 'BUSY')
+    t.regex(err?.message ?? '', /this cache is being used by another generation; wait for that one to finish \(or abort it\), or give this one a cache of its own/)
+  }
+  // Two at once: the first runs as it would alone; the second, from another Engine too, is refused.
+  const [first, second, third] = await Promise.allSettled([
+    engine.generateBatch(prompt, { ...options, cache }),
+    engine.generateBatch(prompt, { ...options, cache }),
+    new Engine(model).generateBatch(prompt, { ...options, cache }),
+  ])
+  t.deepEqual(first.status === 'fulfilled' && first.value, alone)
+  await busy(second.status === 'rejected' ? Promise.reject(second.reason) : Promise.resolve())
+  await busy(third.status === 'rejected' ? Promise.reject(third.reason) : Promise.resolve())
+  t.deepEqual(Array.from(cache.seqlens), [prompt.length + 11], 'the refused calls fed nothing')
+  // Finished: usable again. Then one left mid-way by break, one aborted, one that failed.
+  cache.reset()
+  for await (const _ of engine.generate(prompt, { ...options, cache })) {
+    await busy(engine.generateBatch(prompt, { ...options, cache }))
+    break
+  }
+  const controller = new AbortController()
+  cache.reset()
+  const aborted = await t.throwsAsync(async () => {
+    for await (const _ of engine.generate(prompt, { ...options, cache, signal: controller.signal })) controller.abort()
+  })
+  t.is((aborted as KvEngineError | undefined)?.code, 'ABORTED')
+  // A tool that throws ends its generation with that error, after the cache was taken: calls
+  // open at the first token and close at the third, so the second is the call's text.
+  const [a, inside, b] = alone[0].tokens
+  t.true(a !== b && inside !== a && inside !== b)
+  const throwing = new Engine(model)
+  throwing.tools.register('explode', () => {
+    throw new Error('the tool failed')
+  })
+  cache.reset()
+  const tools = [{ tool: 'explode', delimiters: { callStart: a, callEnd: b, outputStart: a, outputEnd: b } }]
+  const failed = await t.throwsAsync(throwing.generateBatch(prompt, { ...options, cache, tools }))
+  t.is(failed?.message, 'the tool failed')
+  cache.reset()
+  t.deepEqual(await engine.generateBatch(prompt, { ...options, cache }), alone, 'free again after each')
+  // Raw passes are not generations: they queue on the cache as before.
+  await model.forward(cache, [[prompt[0]]])
   cache.dispose()
 })

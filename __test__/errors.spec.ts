@@ -6,7 +6,7 @@ import { join } from 'node:path'
 
 import test, { type ExecutionContext } from 'ava'
 
-import { Engine, KvEngineError, Model, type KvEngineErrorCode } from '../index.js'
+import { Engine, KvEngineError, Model, type KvCache, type KvEngineErrorCode } from '../index.js'
 import { native } from '../src/native.js'
 import { chatml, modelPath } from './models.js'
 
@@ -184,4 +184,116 @@ test.serial('wrong argument types from untyped JavaScript', async (t) => {
   t.throws(() => model.tokenizer.encode(5 as unknown as string), { instanceOf: KvEngineError })
   await rejects(t, () => drain(engine.generate(prompt, { stop: 'x' as unknown as string[] })), 'INVALID_ARGUMENT', /stop/)
   t.throws(() => model.createCache(0), { instanceOf: KvEngineError })
+})
+
+test.serial('cache methods refuse rows and lengths that are not integers in range, before the binding could round or wrap them', async (t) => {
+  const cache = model.createCache(2, 64)
+  await model.forward(cache, [prompt, []])
+  const held = [prompt.length, 0]
+  const bad: [() => void, RegExp][] = [
+    // 1.5 became row 1 in the binding: the empty row was copied over row 0.
+    [() => cache.copyRow(1.5, 0), /src must be an integer in 0\.\.1 \(a row of this 2-row cache\), got 1\.5/],
+    [() => cache.copyRow(0, 2), /dst must be an integer in 0\.\.1/],
+    [() => cache.copyRow(-1, 0), /src must be an integer in 0\.\.1/],
+    [() => cache.copyRow('1' as unknown as number, 0), /src must be an integer in 0\.\.1 .*got "1"/],
+    [() => cache.copyRow(0, Number.NaN), /dst must be an integer/],
+    // 2^32 + 1 became 1 in the binding.
+    [() => cache.truncateRow(0, 2 ** 32 + 1), new RegExp(`length must be an integer in 0\\.\\.${prompt.length} \\(row 0 holds ${prompt.length} positions`)],
+    [() => cache.truncateRow(0, prompt.length + 1), /length must be an integer in 0\.\./],
+    [() => cache.truncateRow(0, 2.5), /length must be an integer/],
+    [() => cache.truncateRow(2, 0), /row must be an integer in 0\.\.1/],
+    [() => cache.truncateRow(1, 1), /length must be an integer in 0\.\.0/],
+    [() => cache.resetRow(0.5), /row must be an integer in 0\.\.1/],
+    [() => cache.resetRow(2 ** 32), /row must be an integer in 0\.\.1/],
+  ]
+  for (const [call, match] of bad) {
+    const err = t.throws(call, { instanceOf: KvEngineError })
+    t.is(err?.code, 'INVALID_ARGUMENT')
+    t.regex(err?.message ?? '', match)
+  }
+  t.deepEqual(Array.from(cache.seqlens), held, 'no refused call changed a row')
+  cache.truncateRow(0, 2)
+  t.deepEqual(Array.from(cache.seqlens), [2, 0], 'a length in range is taken')
+  cache.dispose()
+})
+
+test.serial('createCache refuses a shape or options it cannot honour exactly', (t) => {
+  const bad: [() => unknown, RegExp][] = [
+    [() => model.createCache(1.5), /batchSize must be an integer in 1\.\.4096, got 1\.5/],
+    [() => model.createCache(4097), /batchSize must be an integer in 1\.\.4096/],
+    [() => model.createCache(1, 2 ** 32 + 1), /capacity must be an integer in 1\.\.8192 \(the model's context\)/],
+    [() => model.createCache(1, 0), /capacity must be an integer in 1\.\.8192/],
+    [() => model.createCache(1, 16.5), /capacity must be an integer/],
+    [() => model.createCache(1, 16, { kvtype: 'f32' } as object), /unknown createCache\(\) option 'kvtype'; the options are kvType/],
+    [() => model.createCache(1, 16, null as unknown as object), /createCache\(\) options must be an object, got null/],
+    [() => model.cacheBytes(1, 2 ** 32 + 1), /capacity must be an integer in 1\.\.8192/],
+  ]
+  for (const [call, match] of bad) {
+    const err = t.throws(call, { instanceOf: KvEngineError })
+    t.is(err?.code, 'INVALID_ARGUMENT')
+    t.regex(err?.message ?? '', match)
+  }
+})
+
+test.serial('a generation that cannot fit fails in milliseconds, before anything is reserved', async (t) => {
+  // 64 rows × the whole context reserved 12 GB and touched it for 20 s before failing.
+  let started = performance.now()
+  await rejects(t, () => drain(engine.generate(prompt, { numSamples: 64, maxTokens: 1e9 })), 'CONTEXT_OVERFLOW', new RegExp(`the prompt has ${prompt.length} tokens and maxTokens is 1000000000: .* more than the model's context of 8192; lower maxTokens to at most ${8192 - prompt.length}`))
+  let ms = performance.now() - started
+  t.log(`numSamples 64, maxTokens 1e9: refused in ${ms.toFixed(2)} ms`)
+  t.true(ms < 100, `took ${ms.toFixed(0)} ms`)
+  // maxMemory bounds what the cache can grow to: exactly rows × (prompt + maxTokens) positions.
+  const fits = model.cacheBytes(2, prompt.length + 8)
+  const rows = await engine.generateBatch(prompt, { numSamples: 2, maxTokens: 8, temperature: 0, maxMemory: fits })
+  t.is(rows.length, 2)
+  await rejects(t, engine.generateBatch(prompt, { numSamples: 2, maxTokens: 8, maxMemory: fits - 1 }), 'INVALID_ARGUMENT', new RegExp(`can grow to .* \\(2 rows × ${prompt.length + 8} positions × ${fits / 2 / (prompt.length + 8)} bytes\\), more than maxMemory .*; lower numSamples or maxTokens, or raise maxMemory`))
+  await rejects(t, engine.generateBatch(prompt, { maxMemory: 0 }), 'INVALID_ARGUMENT', /maxMemory must be a number of bytes > 0/)
+  // Without maxMemory, what a fresh cache reserves is checked against the memory available.
+  const prompts = [prompt, prompt, prompt, prompt]
+  const needs = model.cacheBytes(4096, prompt.length + 8000)
+  if (needs <= process.availableMemory()) return t.log(`this machine has ${needs} bytes available; the default check cannot be shown`)
+  started = performance.now()
+  await rejects(t, engine.generateBatch(prompts, { numSamples: 1024, maxTokens: 8000 }), 'INVALID_ARGUMENT', /KV cache needs .* GiB \(4096 rows × .* positions × .* bytes\), more than the .* of memory the system has available; lower numSamples or maxTokens/)
+  ms = performance.now() - started
+  t.log(`4096 rows × ${prompt.length + 8000} positions (${(needs / 2 ** 30).toFixed(0)} GiB): refused in ${ms.toFixed(2)} ms`)
+  t.true(ms < 100, `took ${ms.toFixed(0)} ms`)
+})
+
+test.serial('bad prompts, token lists, signals and option keys get INVALID_ARGUMENT at once, before anything is allocated', async (t) => {
+  const cache = model.createCache(1, 64)
+  const huge = { length: 1e9 } as ArrayLike<number>
+  const sparse = new Array<number>(1e9)
+  const started = performance.now()
+  await rejects(t, () => drain(engine.generate('Hello' as unknown as number[])), 'INVALID_ARGUMENT', /prompt must be token ids, not a string: encode text with model\.tokenizer\.encode\(\)/)
+  await rejects(t, () => drain(engine.generate(42 as unknown as number[])), 'INVALID_ARGUMENT', /prompt must be an array of token ids, got number/)
+  await rejects(t, () => drain(engine.generate(huge)), 'INVALID_ARGUMENT', /prompt must be an array of token ids, got object/)
+  await rejects(t, () => drain(engine.generate([prompt, 'x' as unknown as number[]])), 'INVALID_ARGUMENT', /prompt\[1\] must be token ids, not a string/)
+  await rejects(t, () => drain(engine.generate(sparse)), 'INVALID_ARGUMENT', /the number of prompts must be an integer in 1\.\.4096, got 1000000000/)
+  await rejects(t, () => drain(engine.generate([sparse])), 'CONTEXT_OVERFLOW', /prompt\[0\] has 1000000000 tokens but the model's context is 8192/)
+  await rejects(t, model.forward(cache, [huge]), 'INVALID_ARGUMENT', /tokens\[0\] must be an array of token ids/)
+  await rejects(t, model.forward(cache, [sparse]), 'CONTEXT_OVERFLOW', /tokens\[0\] has 1000000000 tokens/)
+  await rejects(t, model.forward(cache, ['abc' as unknown as number[]]), 'INVALID_ARGUMENT', /tokens\[0\] must be token ids, not a string/)
+  await rejects(t, model.forward(cache, [[1.5]]), 'INVALID_ARGUMENT', /tokens\[0\]\[0\] = 1\.5 is not a token id/)
+  await rejects(t, model.forward(cache, [[1], [2]]), 'INVALID_ARGUMENT', /one token list per cache row \(1\), got 2 lists/)
+  await rejects(t, model.forward(cache, sparse), 'INVALID_ARGUMENT', /one token list per cache row \(1\), got 1000000000 lists/)
+  await rejects(t, () => drain(engine.generate(prompt, { stopTokens: [2.5] })), 'INVALID_ARGUMENT', /stopTokens\[0\] = 2\.5 is not a token id/)
+  t.throws(() => model.tokenizer.decode([-1]), { instanceOf: KvEngineError, message: /decode\(\) tokens\[0\] = -1 is not a token id/ })
+  t.throws(() => model.tokenizer.decode(huge), { instanceOf: KvEngineError, message: /must be an array of token ids/ })
+  t.throws(() => model.tokenizer.decode('abc' as unknown as number[]), { instanceOf: KvEngineError, message: /not a string/ })
+  const ms = performance.now() - started
+  t.log(`16 refusals, 1e9-long lists among them, in ${ms.toFixed(1)} ms`)
+  t.true(ms < 500, `took ${ms.toFixed(0)} ms`)
+  t.is(model.tokenizer.decode(new Uint32Array(prompt)), model.tokenizer.decode(prompt), 'typed arrays are token lists too')
+
+  for (const signal of ['abort', { aborted: true }, null]) {
+    await rejects(t, () => drain(engine.generate(prompt, { signal: signal as AbortSignal })), 'INVALID_ARGUMENT', /signal must be an AbortSignal/)
+    await rejects(t, model.forward(cache, [prompt], { signal: signal as AbortSignal }), 'INVALID_ARGUMENT', /signal must be an AbortSignal/)
+  }
+  await rejects(t, () => drain(engine.generate(prompt, { maxToken: 5 } as object)), 'INVALID_ARGUMENT', /unknown generate\(\) option 'maxToken'; the options are .*maxTokens/)
+  await rejects(t, () => drain(engine.generate(prompt, null as unknown as object)), 'INVALID_ARGUMENT', /generate\(\) options must be an object, got null/)
+  await rejects(t, model.forward(cache, [prompt], { allLogit: true } as object), 'INVALID_ARGUMENT', /unknown forward\(\) option 'allLogit'/)
+  await rejects(t, Model.load(modelPath('Q8_0'), { thread: 2 } as object), 'INVALID_ARGUMENT', /unknown Model\.load\(\) option 'thread'/)
+  await rejects(t, () => drain(engine.generate(prompt, { cache: {} as KvCache })), 'INVALID_ARGUMENT', /cache must be a KvCache from model\.createCache\(\)/)
+  t.deepEqual(Array.from(cache.seqlens), [0], 'no refused call ran a pass')
+  cache.dispose()
 })

@@ -3,13 +3,16 @@ import type { FinishReason } from './FinishReason.js'
 import type { GenerateOptions } from './GenerateOptions.js'
 import type { GenerateStep } from './GenerateStep.js'
 import type { GeneratedRow } from './GeneratedRow.js'
-import type { KvCache } from './KvCache.js'
+import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
 import type { Model } from './Model.js'
 import { Rng } from './Rng.js'
 import { RowState } from './RowState.js'
 import { Sampler } from './Sampler.js'
 import { calculator } from './calculator/calculator.js'
+import { checkInteger, show } from './checkInteger.js'
+import { checkOptionKeys, checkSignal } from './checkOptionKeys.js'
+import { formatBytes } from './formatBytes.js'
 import { nanochatDefaults } from './nanochatDefaults.js'
 import { toTokenIds } from './toTokenIds.js'
 import { ToolRegistry } from './ToolRegistry.js'
@@ -18,11 +21,36 @@ import { validateSamplingOptions } from './validateSamplingOptions.js'
 
 /** Positions a generation without `maxTokens` reserves past its prompt (the Rust cache's growth step). */
 const DEFAULT_RESERVE = 1024
+/** Rows one cache holds (the Rust cache's limit). */
+const MAX_ROWS = 4096
+
+const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
+  temperature: true,
+  topK: true,
+  topP: true,
+  minP: true,
+  seed: true,
+  numSamples: true,
+  maxTokens: true,
+  stop: true,
+  stopTokens: true,
+  tools: true,
+  signal: true,
+  cache: true,
+  multiStep: true,
+  maxMemory: true,
+}
+
+/** Callers' caches that a generation is running in: a second one there would feed its tokens
+ * into the same rows, and both would read garbage. */
+const cachesInUse = new WeakSet<KvCache>()
 
 /** A validated generation request: who the rows are and when each must stop. */
 interface Plan {
   prompts: Uint32Array[]
   numSamples: number
+  /** Prompts × samples. */
+  rowCount: number
   maxTokens: number
   /** Positions reserved in a fresh cache beyond the prompt: `maxTokens` when it was given. */
   reserve: number
@@ -91,9 +119,9 @@ export class Engine {
     // 1) Validate everything before any work, so bad input costs nothing.
     const plan = this.#plan(prompt, options)
     const sampling = validateSamplingOptions(options)
+    const capacity = this.#checkCache(plan, options)
     const seed = sampling.seed ?? Math.floor(Math.random() * 2 ** 32)
-    const rowCount = plan.prompts.length * plan.numSamples
-    const { cache, owned } = this.#cacheFor(plan, rowCount, options.cache)
+    const rowCount = plan.rowCount
     const rows = Array.from(
       { length: rowCount },
       (_, r) => new RowState(new Sampler(sampling, Rng.forRow(seed, r)), this.model.tokenizer.createDecoder(), options.stop ?? [], plan.tools),
@@ -116,6 +144,8 @@ export class Engine {
     const consumed = new Int32Array(rowCount)
     const seen = new Int32Array(rowCount)
     let inFlight: InFlightPass | undefined
+    // Last, so that nothing between taking the cache and the `finally` that gives it back can throw.
+    const { cache, owned } = this.#takeCache(plan, options.cache, capacity)
     try {
       // 2) Prefill: each prompt once, into the first row of its samples.
       const prefill = rows.map((_, r) => (r % plan.numSamples === 0 ? plan.prompts[r / plan.numSamples] : []))
@@ -179,6 +209,7 @@ export class Engine {
         if (!owned) this.#rewind(cache, held, prefilled, seen)
       }
       if (owned) cache.dispose()
+      else cachesInUse.delete(cache)
     }
   }
 
@@ -255,24 +286,26 @@ export class Engine {
   }
 
   #plan(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions): Plan {
+    checkOptionKeys<GenerateOptions>(options, GENERATE_OPTIONS, 'generate()')
+    checkSignal(options.signal)
     const { vocabSize, contextLength, eogTokens } = this.model.info
     const isList = Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] !== 'number'
     const lists = (isList ? prompt : [prompt]) as ArrayLike<number>[]
-    const prompts = lists.map((p, i) => toTokenIds(p, vocabSize, isList ? `prompt[${i}]` : 'prompt'))
+    checkInteger('the number of prompts', lists.length, 1, MAX_ROWS)
+    const prompts = lists.map((p, i) => toTokenIds(p, vocabSize, isList ? `prompt[${i}]` : 'prompt', contextLength))
     for (const [i, p] of prompts.entries()) {
       if (p.length === 0) throw new KvEngineError('INVALID_ARGUMENT', `prompt${isList ? `[${i}]` : ''} is empty: give at least one token`)
-      if (p.length >= contextLength) {
-        throw new KvEngineError('CONTEXT_OVERFLOW', `the prompt has ${p.length} tokens but the model's context is ${contextLength}; shorten it`)
-      }
     }
     const numSamples = options.numSamples ?? 1
-    if (!Number.isInteger(numSamples) || numSamples < 1 || numSamples > 1024) {
-      throw new KvEngineError('INVALID_ARGUMENT', `numSamples must be an integer in 1..1024, got ${String(numSamples)}`)
+    checkInteger('numSamples', numSamples, 1, 1024)
+    const rowCount = prompts.length * numSamples
+    if (rowCount > MAX_ROWS) {
+      throw new KvEngineError('INVALID_ARGUMENT', `${prompts.length} prompts × ${numSamples} samples make ${rowCount} rows, more than the ${MAX_ROWS} a batch holds; lower numSamples or split the prompts`)
     }
     const longest = Math.max(...prompts.map((p) => p.length))
-    const maxTokens = options.maxTokens ?? contextLength - longest
-    if (!Number.isInteger(maxTokens) || maxTokens < 1) {
-      throw new KvEngineError('INVALID_ARGUMENT', `maxTokens must be a positive integer, got ${String(options.maxTokens)}`)
+    const maxTokens = options.maxTokens ?? Math.max(contextLength - longest, 1)
+    if (!Number.isSafeInteger(maxTokens) || maxTokens < 1) {
+      throw new KvEngineError('INVALID_ARGUMENT', `maxTokens must be a positive integer, got ${show(options.maxTokens)}`)
     }
     if (options.stop !== undefined && (!Array.isArray(options.stop) || options.stop.some((s) => typeof s !== 'string'))) {
       throw new KvEngineError('INVALID_ARGUMENT', 'stop must be an array of strings')
@@ -282,10 +315,12 @@ export class Engine {
     // step, not the whole context; the cache grows if the generation runs on.
     const reserve = options.maxTokens ?? Math.min(maxTokens, DEFAULT_RESERVE)
     const multiStep = options.multiStep ?? DEFAULT_MULTI_STEP
-    if (!Number.isInteger(multiStep) || multiStep < 1 || multiStep > MAX_MULTI_STEP) {
-      throw new KvEngineError('INVALID_ARGUMENT', `multiStep must be an integer in 1..${MAX_MULTI_STEP}, got ${String(options.multiStep)}`)
+    checkInteger('multiStep', multiStep, 1, MAX_MULTI_STEP)
+    const { maxMemory } = options
+    if (maxMemory !== undefined && (typeof maxMemory !== 'number' || !(maxMemory > 0))) {
+      throw new KvEngineError('INVALID_ARGUMENT', `maxMemory must be a number of bytes > 0 (Infinity for no limit), got ${String(maxMemory)}`)
     }
-    return { prompts, numSamples, maxTokens, reserve, stopTokens, tools: this.#toolRunner(options.tools), multiStep }
+    return { prompts, numSamples, rowCount, maxTokens, reserve, stopTokens, tools: this.#toolRunner(options.tools), multiStep }
   }
 
   /** Tools are on by default only for nanochat's vocabulary, whose models were taught the calculator. */
@@ -300,19 +335,86 @@ export class Engine {
     return this.#nanochat
   }
 
-  #cacheFor(plan: Plan, rowCount: number, given?: KvCache): { cache: KvCache; owned: boolean } {
-    if (!given) {
+  /**
+   * Checks the cache the generation would run in, a fresh one or the caller's, before any work:
+   * the caller's must have one row per prompt and sample and no other generation in it, and
+   * either must fit (`#checkFits`). Returns the capacity a fresh one is made with.
+   */
+  #checkCache(plan: Plan, options: GenerateOptions): number {
+    const given = options.cache
+    if (given === undefined) {
       const longest = Math.max(...plan.prompts.map((p) => p.length))
       const capacity = Math.min(longest + plan.reserve, this.model.info.contextLength)
-      return { cache: this.model.createCache(rowCount, capacity), owned: true }
+      this.#checkFits(plan, options, capacity)
+      return capacity
     }
-    if (given.batchSize !== rowCount) {
+    if (!(given instanceof KvCache)) throw new KvEngineError('INVALID_ARGUMENT', 'cache must be a KvCache from model.createCache()')
+    if (given.batchSize !== plan.rowCount) {
       throw new KvEngineError(
         'INVALID_ARGUMENT',
-        `a given cache needs one row per prompt and sample: ${plan.prompts.length} × ${plan.numSamples} = ${rowCount}, but it has ${given.batchSize}; create it with model.createCache(${rowCount}, …)`,
+        `a given cache needs one row per prompt and sample: ${plan.prompts.length} × ${plan.numSamples} = ${plan.rowCount}, but it has ${given.batchSize}; create it with model.createCache(${plan.rowCount}, …)`,
       )
     }
+    if (cachesInUse.has(given)) {
+      throw new KvEngineError('BUSY', 'this cache is being used by another generation; wait for that one to finish (or abort it), or give this one a cache of its own')
+    }
+    this.#checkFits(plan, options, 0, given)
+    return 0
+  }
+
+  /** The checked cache: a fresh one, or the caller's, which is this generation's alone until it ends. */
+  #takeCache(plan: Plan, given: KvCache | undefined, capacity: number): { cache: KvCache; owned: boolean } {
+    if (given === undefined) return { cache: this.model.createCache(plan.rowCount, capacity), owned: true }
+    cachesInUse.add(given)
     return { cache: given, owned: false }
+  }
+
+  /**
+   * Refuses in milliseconds a generation that cannot fit, rather than after reserving and
+   * touching its memory: a row that would pass the model's context, or a cache too large
+   * (`#checkMemory`). A fresh cache reserves `reserved` positions per row.
+   */
+  #checkFits(plan: Plan, options: GenerateOptions, reserved: number, given?: KvCache): void {
+    const { contextLength } = this.model.info
+    // Prompt i continues row i × numSamples; its other samples' rows are overwritten with copies.
+    const seqlens = given?.seqlens
+    const held = plan.prompts.map((_, i) => seqlens?.[i * plan.numSamples] ?? 0)
+    const starts = plan.prompts.map((p, i) => held[i] + p.length)
+    const start = Math.max(...starts)
+    const worst = starts.indexOf(start)
+    const name = `${plan.prompts.length > 1 ? `prompt[${worst}]` : 'the prompt'} has ${plan.prompts[worst].length} tokens${held[worst] > 0 ? ` after the ${held[worst]} its cache row holds` : ''}`
+    if (start >= contextLength) {
+      throw new KvEngineError('CONTEXT_OVERFLOW', `${name} but the model's context is ${contextLength}; shorten it`)
+    }
+    if (options.maxTokens !== undefined && start + options.maxTokens > contextLength) {
+      throw new KvEngineError(
+        'CONTEXT_OVERFLOW',
+        `${name} and maxTokens is ${options.maxTokens}: ${start + options.maxTokens} positions, more than the model's context of ${contextLength}; lower maxTokens to at most ${contextLength - start}, or leave it out to stop at the end of the context`,
+      )
+    }
+    this.#checkMemory(plan, options.maxMemory, Math.min(start + plan.maxTokens, contextLength), reserved, given)
+  }
+
+  /**
+   * With `maxMemory`, the cache as large as its rows can grow (`reach` positions, or the given
+   * cache's capacity if more) must fit in it. Without, a fresh CPU cache's reservation must fit
+   * in the memory the system has available: its pages are all touched at once.
+   */
+  #checkMemory(plan: Plan, maxMemory: number | undefined, reach: number, reserved: number, given?: KvCache): void {
+    if (maxMemory === undefined && (given || this.model.info.device !== 'cpu')) return
+    const perPosition = this.model.cacheBytes(1, 1, { kvType: given?.kvType })
+    const positions = maxMemory === undefined ? reserved : Math.max(reach, given?.capacity ?? 0)
+    const limit = maxMemory ?? process.availableMemory()
+    const bytes = plan.rowCount * positions * perPosition
+    if (bytes <= limit) return
+    const [needs, budget, or] =
+      maxMemory === undefined
+        ? ['needs', `the ${formatBytes(limit)} of memory the system has available`, '']
+        : ['can grow to', `maxMemory (${formatBytes(limit)})`, ', or raise maxMemory']
+    throw new KvEngineError(
+      'INVALID_ARGUMENT',
+      `this generation's KV cache ${needs} ${formatBytes(bytes)} (${plan.rowCount} rows × ${positions} positions × ${perPosition} bytes), more than ${budget}; lower numSamples or maxTokens${or}`,
+    )
   }
 
   #throwIfAborted(signal?: AbortSignal): void {

@@ -5,7 +5,11 @@ import type { ToolUse } from './ToolUse.js'
 export interface GenerateOptions extends SamplingOptions {
   /** Completions per prompt. The prompt is prefilled once and its cache row copied. Default 1. */
   numSamples?: number
-  /** Tokens to generate per row at most. Default: whatever the context has left. */
+  /**
+   * Tokens to generate per row at most. The prompt and this many tokens must fit in the model's
+   * context (`model.info.contextLength`), or the call fails at once with CONTEXT_OVERFLOW.
+   * Default: whatever the context has left.
+   */
   maxTokens?: number
   /** Strings that end a row; the text returned stops before them. */
   stop?: string[]
@@ -30,6 +34,9 @@ export interface GenerateOptions extends SamplingOptions {
    * and sample: prompt i's first sample continues row `i × numSamples`, and the other samples'
    * rows are overwritten with copies of it after the prefill (`cache.reset()` empties them
    * all). The cache is left holding everything fed through the model, and is not disposed.
+   * One generation at a time: while one runs in it (until it finishes, fails, is aborted or its
+   * iterator is closed), another given the same cache throws a KvEngineError('BUSY'). What the
+   * rows already hold counts toward the model's context along with the prompt and `maxTokens`.
    */
   cache?: KvCache
   /**
@@ -41,4 +48,13 @@ export interface GenerateOptions extends SamplingOptions {
    * every token.
    */
   multiStep?: number
+  /**
+   * Bytes of K/V this generation's cache may come to hold at most: rows × the positions they can
+   * reach (prompt plus `maxTokens`, at most the context) × bytes per position
+   * (`model.cacheBytes(1, 1)`). A generation that could need more fails at once with
+   * INVALID_ARGUMENT, before anything is reserved. Without it, a fresh cache's up-front
+   * reservation is checked against the memory the system has available (CPU models);
+   * `Infinity` turns both checks off.
+   */
+  maxMemory?: number
 }

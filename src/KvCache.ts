@@ -1,10 +1,12 @@
+import { checkInteger } from './checkInteger.js'
 import type { NativeKvCache } from './native.js'
 import { callNative } from './native.js'
 
 /**
  * A KV store for one model: K and V each `(nLayers, batchSize, capacity, nKvHeads, headDim)`,
  * with a length per row. Rows advance independently; capacity grows in 1024-position steps.
- * Create with `model.createCache()`, free with `dispose()`.
+ * Create with `model.createCache()`, free with `dispose()`. The getters answer at once even while
+ * a forward pass runs on the cache, with what the last completed pass or change left.
  */
 export class KvCache {
   /** @internal */
@@ -41,6 +43,8 @@ export class KvCache {
 
   /** Copies row `src` into row `dst`: prefill once, then sample many continuations. */
   copyRow(src: number, dst: number): void {
+    this.#checkRow('src', src)
+    this.#checkRow('dst', dst)
     callNative(() => this.native.copyRow(src, dst))
   }
 
@@ -50,19 +54,28 @@ export class KvCache {
   }
 
   resetRow(row: number): void {
+    this.#checkRow('row', row)
     callNative(() => this.native.resetRow(row))
   }
 
   /** Drops positions `length..` of a row, e.g. to rewind to a shared prefix. */
   truncateRow(row: number, length: number): void {
+    this.#checkRow('row', row)
+    const held = this.seqlens[row]
+    checkInteger('length', length, 0, held, ` (row ${row} holds ${held} positions; a row is only cut back)`)
     callNative(() => this.native.truncateRow(row, length))
+  }
+
+  #checkRow(name: string, row: number): void {
+    const rows = this.batchSize
+    checkInteger(name, row, 0, rows - 1, ` (a row of this ${rows}-row cache)`)
   }
 
   get disposed(): boolean {
     return this.native.disposed
   }
 
-  /** Frees the buffers now (a forward pass in flight finishes first). */
+  /** Frees the buffers now, or as soon as a forward pass in flight ends; never waits for one. */
   dispose(): void {
     this.native.dispose()
   }

@@ -7,6 +7,7 @@ export type KvEngineErrorCode =
   | 'CONTEXT_OVERFLOW' // a sequence longer than the model's context window
   | 'DISPOSED' // the object was disposed
   | 'ABORTED' // the caller's AbortSignal fired
+  | 'BUSY' // the cache is in use by another generation; retry once that one ends
   | 'INTERNAL' // a bug in kvengine; the message says what to report
 
 /** Every error kvengine throws on purpose is one of these. */

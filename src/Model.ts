@@ -3,6 +3,8 @@ import { stat } from 'node:fs/promises'
 import { Candidates } from './Candidates.js'
 import type { CacheOptions } from './CacheOptions.js'
 import type { ChatMessage } from './ChatMessage.js'
+import { checkInteger } from './checkInteger.js'
+import { checkOptionKeys, checkSignal } from './checkOptionKeys.js'
 import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
 import type { ModelInfo } from './ModelInfo.js'
@@ -74,6 +76,18 @@ export interface ForwardOptions {
 /** The most passes one `forward` call runs with `greedySteps`. */
 const MAX_GREEDY_STEPS = 64
 
+const LOAD_OPTIONS: Record<keyof ModelLoadOptions, true> = { threads: true, onProgress: true, device: true, dtype: true, activations: true }
+const CACHE_OPTIONS: Record<keyof CacheOptions, true> = { kvType: true }
+const FORWARD_OPTIONS: Record<keyof ForwardOptions, true> = {
+  allLogits: true,
+  signal: true,
+  logitsInto: true,
+  candidates: true,
+  candidatesInto: true,
+  logits: true,
+  greedySteps: true,
+}
+
 export interface ForwardResult {
   /** `(rows.length, vocabSize)` row-major; a view of native memory (or of `logitsInto`), not a copy. */
   logits: Float32Array
@@ -89,12 +103,15 @@ export class Model {
   readonly info: ModelInfo
   readonly path: string
   readonly #native: NativeModel
+  /** What a CUDA model computes in, and so holds its cache in. */
+  readonly #dtype: ModelLoadOptions['dtype']
 
-  private constructor(path: string, handle: NativeModel) {
+  private constructor(path: string, handle: NativeModel, dtype: ModelLoadOptions['dtype']) {
     this.path = path
     this.#native = handle
+    this.#dtype = dtype
     this.info = callNative(() => handle.info())
-    this.tokenizer = new Tokenizer(handle, this.info.addBosToken)
+    this.tokenizer = new Tokenizer(handle, this.info.addBosToken, this.info.vocabSize)
   }
 
   /** Loads a `.gguf` file or a Hugging Face directory (config.json, *.safetensors, tokenizer.json). */
@@ -102,10 +119,9 @@ export class Model {
     if (typeof path !== 'string' || path.length === 0) {
       throw new KvEngineError('INVALID_ARGUMENT', 'Model.load() needs the path of a .gguf file or a model directory')
     }
+    checkOptionKeys<ModelLoadOptions>(options, LOAD_OPTIONS, 'Model.load()')
     const { threads, onProgress, device, dtype, activations } = options
-    if (threads !== undefined && (!Number.isInteger(threads) || threads < 1 || threads > 1024)) {
-      throw new KvEngineError('INVALID_ARGUMENT', `threads must be an integer in 1..1024, got ${String(threads)}`)
-    }
+    if (threads !== undefined) checkInteger('threads', threads, 1, 1024)
     if (activations !== undefined && activations !== 'f32' && activations !== 'q8') {
       throw new KvEngineError('INVALID_ARGUMENT', `activations must be 'f32' or 'q8', got ${JSON.stringify(activations)}`)
     }
@@ -117,7 +133,7 @@ export class Model {
       )
     })
     const handle = await awaitNative(() => native.loadModel(path, threads, onProgress, device, dtype, activations))
-    return new Model(path, handle)
+    return new Model(path, handle, dtype)
   }
 
   /** Renders messages with the model's own chat template (Jinja, as Hugging Face renders it). */
@@ -154,19 +170,30 @@ export class Model {
    * holding K and V as `options.kvType` (f16 unless asked).
    */
   createCache(batchSize = 1, capacity = 1024, options: CacheOptions = {}): KvCache {
-    for (const [name, v, max] of [
-      ['batchSize', batchSize, 4096],
-      ['capacity', capacity, this.info.contextLength],
-    ] as const) {
-      if (!Number.isInteger(v) || v < 1 || v > max) {
-        throw new KvEngineError('INVALID_ARGUMENT', `${name} must be an integer in 1..${max}, got ${String(v)}`)
-      }
-    }
+    this.#checkCacheShape(batchSize, capacity, options)
+    return new KvCache(callNative(() => this.#native.createCache(batchSize, capacity, options.kvType)))
+  }
+
+  /**
+   * Bytes of K and V that `createCache(batchSize, capacity, options)` would hold: 2 × nLayers ×
+   * batchSize × capacity × nKvHeads × headDim × (2 for f16 or bf16, 4 for f32). To check a
+   * budget before asking for the memory.
+   */
+  cacheBytes(batchSize: number, capacity: number, options: CacheOptions = {}): number {
+    this.#checkCacheShape(batchSize, capacity, options)
+    const { nLayers, nKvHeads, headDim, device } = this.info
+    const element = (device === 'cuda' ? this.#dtype === 'f32' : options.kvType === 'f32') ? 4 : 2
+    return 2 * nLayers * batchSize * capacity * nKvHeads * headDim * element
+  }
+
+  #checkCacheShape(batchSize: number, capacity: number, options: CacheOptions): void {
+    checkInteger('batchSize', batchSize, 1, 4096)
+    checkInteger('capacity', capacity, 1, this.info.contextLength, " (the model's context)")
+    checkOptionKeys<CacheOptions>(options, CACHE_OPTIONS, 'createCache()')
     const { kvType } = options
     if (kvType !== undefined && kvType !== 'f16' && kvType !== 'f32') {
       throw new KvEngineError('INVALID_ARGUMENT', `kvType must be 'f16' or 'f32', got ${String(kvType)}`)
     }
-    return new KvCache(callNative(() => this.#native.createCache(batchSize, capacity, kvType)))
   }
 
   /**
@@ -176,17 +203,20 @@ export class Model {
    */
   async forward(cache: KvCache, tokens: ArrayLike<number>[], options: ForwardOptions = {}): Promise<ForwardResult> {
     if (!(cache instanceof KvCache)) throw new KvEngineError('INVALID_ARGUMENT', 'forward() needs a KvCache from createCache()')
-    if (!Array.isArray(tokens)) throw new KvEngineError('INVALID_ARGUMENT', 'tokens must be an array with one token list per cache row')
-    const rows = tokens.map((t, i) => toTokenIds(t, this.info.vocabSize, `tokens[${i}]`))
+    checkOptionKeys<ForwardOptions>(options, FORWARD_OPTIONS, 'forward()')
+    checkSignal(options.signal)
     if (options.logitsInto !== undefined && !(options.logitsInto instanceof Float32Array)) {
       throw new KvEngineError('INVALID_ARGUMENT', 'logitsInto must be a Float32Array of rows × vocabSize values')
     }
+    if (!Array.isArray(tokens) || tokens.length !== cache.batchSize) {
+      const got = Array.isArray(tokens) ? `${tokens.length} lists` : typeof tokens
+      throw new KvEngineError('INVALID_ARGUMENT', `tokens must be an array with one token list per cache row (${cache.batchSize}), got ${got}`)
+    }
+    const rows = tokens.map((t, i) => toTokenIds(t, this.info.vocabSize, `tokens[${i}]`, this.info.contextLength))
     const allLogits = options.allLogits ?? false
     const logitRows = rowsOfLogits(rows, allLogits)
     const steps = options.greedySteps ?? 1
-    if (!Number.isInteger(steps) || steps < 1 || steps > MAX_GREEDY_STEPS) {
-      throw new KvEngineError('INVALID_ARGUMENT', `greedySteps must be an integer in 1..${MAX_GREEDY_STEPS}, got ${String(steps)}`)
-    }
+    checkInteger('greedySteps', steps, 1, MAX_GREEDY_STEPS)
     const picked = this.#candidatesFor(logitRows.length * steps, options)
     const wantLogits = options.logits ?? true
     if (steps > 1 && (picked === undefined || wantLogits || allLogits)) {
@@ -222,9 +252,7 @@ export class Model {
       if (into !== undefined) throw new KvEngineError('INVALID_ARGUMENT', 'candidatesInto needs candidates')
       return undefined
     }
-    if (!Number.isInteger(candidates) || candidates < 1 || candidates > Candidates.MAX) {
-      throw new KvEngineError('INVALID_ARGUMENT', `candidates must be an integer in 1..${Candidates.MAX}, got ${String(candidates)}`)
-    }
+    checkInteger('candidates', candidates, 1, Candidates.MAX)
     const perRow = Math.min(candidates, this.info.vocabSize)
     if (into === undefined) return new Candidates(new Uint32Array(rows * perRow), new Float32Array(rows * perRow), perRow)
     if (!(into instanceof Candidates) || into.perRow !== perRow || into.ids.length < rows * perRow || into.logits.length < rows * perRow) {

@@ -3,6 +3,7 @@ import { KvEngineError } from './KvEngineError.js'
 import { TokenBytes } from './TokenBytes.js'
 import type { NativeModel } from './native.js'
 import { callNative } from './native.js'
+import { toTokenIds } from './toTokenIds.js'
 
 export interface EncodeOptions {
   /** Parse special-token text such as `<|im_start|>` as special tokens. Off by default, so text a
@@ -16,12 +17,14 @@ export interface EncodeOptions {
 export class Tokenizer {
   readonly #native: NativeModel
   readonly #defaultAddBos: boolean
+  readonly #vocabSize: number
   #tokenBytes: TokenBytes | undefined
 
   /** @internal created by Model.load */
-  constructor(native: NativeModel, defaultAddBos: boolean) {
+  constructor(native: NativeModel, defaultAddBos: boolean, vocabSize: number) {
     this.#native = native
     this.#defaultAddBos = defaultAddBos
+    this.#vocabSize = vocabSize
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
@@ -34,7 +37,8 @@ export class Tokenizer {
 
   /** Whole-sequence decode; invalid UTF-8 at the edges becomes U+FFFD. */
   decode(tokens: ArrayLike<number>): string {
-    return callNative(() => this.#native.decode(Uint32Array.from(tokens)))
+    const ids = toTokenIds(tokens, this.#vocabSize, 'decode() tokens')
+    return callNative(() => this.#native.decode(ids))
   }
 
   /** A decoder for streaming: feed tokens one at a time, get back only complete characters. */

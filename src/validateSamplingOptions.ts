@@ -1,3 +1,4 @@
+import { show } from './checkInteger.js'
 import { KvEngineError } from './KvEngineError.js'
 import type { SamplingOptions } from './SamplingOptions.js'
 
@@ -29,9 +30,4 @@ export function validateSamplingOptions(o: SamplingOptions): Required<Omit<Sampl
 
 function fail(message: string): never {
   throw new KvEngineError('INVALID_ARGUMENT', message)
-}
-
-/** Strings are quoted so that topK: '5' does not read as if 5 had been rejected. */
-function show(value: unknown): string {
-  return typeof value === 'string' ? JSON.stringify(value) : String(value)
 }

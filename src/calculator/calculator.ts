@@ -20,8 +20,9 @@ const MAX_EXPRESSION_LENGTH = 20_000
  * character and forbidden-substring checks.
  */
 export function calculator(expression: string): string | null {
+  // Before the commas go: deleting 10^8 of them took seconds, only for the result to be refused.
+  if (expression.length > MAX_EXPRESSION_LENGTH) return null
   const text = expression.replaceAll(',', '')
-  if (text.length > MAX_EXPRESSION_LENGTH) return null
   try {
     if (ARITHMETIC.test(text)) {
       if (text.includes('**')) return null

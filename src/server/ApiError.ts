@@ -9,6 +9,7 @@ const BY_CODE: Record<KvEngineErrorCode, { status: number; type: string; code: s
   // The client went away: nobody reads this, but logs and metrics see 499 as nginx writes it.
   ABORTED: { status: 499, type: 'invalid_request_error', code: 'client_closed_request' },
   DISPOSED: { status: 503, type: 'server_error', code: 'model_unloaded' },
+  BUSY: { status: 409, type: 'invalid_request_error', code: 'busy' },
   CORRUPT_FILE: { status: 500, type: 'server_error', code: null },
   INTERNAL: { status: 500, type: 'server_error', code: null },
 }

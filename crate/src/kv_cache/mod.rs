@@ -11,10 +11,12 @@
 mod element;
 mod planes;
 mod shared_prefix;
+mod view;
 
 pub use element::{KvElement, KvType};
 pub use planes::RowKv;
 pub use shared_prefix::SharedPrefix;
+pub use view::KvCacheView;
 use planes::Planes;
 use shared_prefix::SharedPrefixes;
 

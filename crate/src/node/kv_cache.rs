@@ -1,58 +1,118 @@
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use napi::bindgen_prelude::Int32Array;
 use napi_derive::napi;
 
 use super::{disposed, guarded};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvCacheView};
 use crate::pass_queue::PassQueue;
 
-/// A KV store owned by JS. The mutex is held for a whole forward pass, so a cache is never read
-/// and written at once; `dispose` frees the buffers as soon as no pass is using them. Its passes
-/// run one after another through `passes` (see `pass_queue.rs` for why they must).
+/// A cache and what may be read of it without its lock. The lock is held for a whole forward
+/// pass, so a cache is never read and written at once; the getters read `view` instead, which
+/// whoever holds the lock refreshes before letting go.
+pub(crate) struct SharedCache {
+    store: Mutex<Option<KvCache>>,
+    view: KvCacheView,
+}
+
+impl SharedCache {
+    /// Runs `f` on the cache under its lock (after any pass in flight), then publishes what it
+    /// changed. A cache disposed meanwhile is freed here instead.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> napi::Result<T>) -> napi::Result<T> {
+        if self.view.disposed() {
+            return Err(disposed("KV cache"));
+        }
+        let mut guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        let out = match guard.as_mut() {
+            Some(cache) if !self.view.disposed() => {
+                let out = f(cache);
+                self.view.publish(cache);
+                out
+            }
+            _ => Err(disposed("KV cache")),
+        };
+        drop(guard);
+        self.free_if_disposed();
+        out
+    }
+
+    /// Frees the buffers of a disposed cache unless a pass holds them; that pass calls this
+    /// again once it lets go. The fence pairs with the one a disposer passes between marking
+    /// and trying the lock, so either the disposer takes the lock or the pass sees the mark.
+    fn free_if_disposed(&self) {
+        fence(Ordering::SeqCst);
+        if !self.view.disposed() {
+            return;
+        }
+        let freed = match self.store.try_lock() {
+            Ok(mut guard) => guard.take(),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().take(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if freed.is_some() {
+            drop(freed);
+            crate::memory::release_freed_memory();
+        }
+    }
+}
+
+/// A KV store owned by JS. Its passes run one after another through `passes` (see
+/// `pass_queue.rs` for why they must). The getters and `dispose` never wait for one; the row
+/// methods change the cache under its lock, so they wait for a pass running at that moment.
 #[napi]
 pub struct NativeKvCache {
-    pub(crate) inner: Arc<Mutex<Option<KvCache>>>,
+    pub(crate) shared: Arc<SharedCache>,
     pub(crate) passes: Arc<PassQueue>,
 }
 
 impl NativeKvCache {
     pub(crate) fn new(cache: KvCache) -> Self {
-        Self { inner: Arc::new(Mutex::new(Some(cache))), passes: Arc::default() }
+        let view = KvCacheView::new(&cache);
+        Self { shared: Arc::new(SharedCache { store: Mutex::new(Some(cache)), view }), passes: Arc::default() }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> crate::Result<T>) -> napi::Result<T> {
-        let mut guard: MutexGuard<Option<KvCache>> = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let cache = guard.as_mut().ok_or_else(|| disposed("KV cache"))?;
-        guarded(|| f(cache))
+        self.shared.with(|cache| guarded(|| f(cache)))
+    }
+
+    /// The published view, for the getters: answered at once even while a pass runs.
+    fn view(&self) -> napi::Result<&KvCacheView> {
+        let view = &self.shared.view;
+        if view.disposed() {
+            return Err(disposed("KV cache"));
+        }
+        Ok(view)
     }
 }
 
 #[napi]
 impl NativeKvCache {
+    /// Each row's length after the last pass or change that completed.
     #[napi]
     pub fn seqlens(&self) -> napi::Result<Int32Array> {
-        self.with(|c| Ok(Int32Array::new(c.seqlens().to_vec())))
+        Ok(Int32Array::new(self.view()?.seqlens()))
     }
 
     #[napi(getter)]
     pub fn batch_size(&self) -> napi::Result<u32> {
-        self.with(|c| Ok(c.batch() as u32))
+        Ok(self.view()?.batch() as u32)
     }
 
+    /// As of the last pass that completed (a pass that grows the cache shows here when it ends).
     #[napi(getter)]
     pub fn capacity(&self) -> napi::Result<u32> {
-        self.with(|c| Ok(c.capacity() as u32))
+        Ok(self.view()?.capacity() as u32)
     }
 
     #[napi(getter)]
     pub fn size_bytes(&self) -> napi::Result<f64> {
-        self.with(|c| Ok(c.size_bytes() as f64))
+        Ok(self.view()?.size_bytes() as f64)
     }
 
     #[napi(getter)]
     pub fn kv_type(&self) -> napi::Result<String> {
-        self.with(|c| Ok(c.kv_type().name().to_string()))
+        Ok(self.view()?.kv_type().to_string())
     }
 
     #[napi]
@@ -78,15 +138,15 @@ impl NativeKvCache {
         self.with(|c| c.truncate_row(row as usize, len as usize))
     }
 
+    /// Marks the cache disposed at once; its buffers go now, or when the pass holding them ends.
     #[napi]
     pub fn dispose(&self) {
-        let cache = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        drop(cache);
-        crate::memory::release_freed_memory();
+        self.shared.view.mark_disposed();
+        self.shared.free_if_disposed();
     }
 
     #[napi(getter)]
     pub fn disposed(&self) -> bool {
-        self.inner.lock().map(|g| g.is_none()).unwrap_or(true)
+        self.shared.view.disposed()
     }
 }

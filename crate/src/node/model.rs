@@ -8,7 +8,7 @@ use napi::{Env, Status, Task};
 use napi_derive::napi;
 
 use super::cancel_token::NativeCancelToken;
-use super::kv_cache::NativeKvCache;
+use super::kv_cache::{NativeKvCache, SharedCache};
 use super::settlement::Settlement;
 use super::{disposed, guarded};
 use crate::candidates::Candidates;
@@ -161,7 +161,7 @@ pub fn load_model(
 /// after the pass).
 struct ForwardPass {
     model: Arc<LoadedModel>,
-    cache: Arc<Mutex<Option<KvCache>>>,
+    cache: Arc<SharedCache>,
     tokens: Vec<Vec<u32>>,
     which: LogitsFor,
     cancel: Option<Arc<AtomicBool>>,
@@ -234,8 +234,12 @@ impl ForwardPass {
 
     /// The pass itself, on a pool thread; returns the logits unless they went into a buffer.
     fn run(&mut self) -> napi::Result<Vec<f32>> {
-        let mut guard = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let cache = guard.as_mut().ok_or_else(|| disposed("KV cache"))?;
+        let shared = self.cache.clone();
+        shared.with(|cache| self.run_on(cache))
+    }
+
+    /// The pass, with the cache's lock held.
+    fn run_on(&mut self, cache: &mut KvCache) -> napi::Result<Vec<f32>> {
         if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
             return Err(super::to_napi(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")));
         }
@@ -408,7 +412,7 @@ impl NativeModel {
         };
         let mut pass = ForwardPass {
             model,
-            cache: cache.inner.clone(),
+            cache: cache.shared.clone(),
             tokens: tokens.iter().map(|t| t.to_vec()).collect(),
             which: if all_logits { LogitsFor::All } else { LogitsFor::LastPerRow },
             cancel: cancel.map(|c| c.flag.clone()),
