@@ -76,11 +76,51 @@ test.serial('serve prints its URL, answers, logs one line per request and exits 
   const [line] = (await once(createInterface({ input: child.stdout }), 'line')) as [string]
   const url = /^kvengine serving .* at (http:\/\/127\.0\.0\.1:\d+\/)$/.exec(line)?.[1]
   t.truthy(url, line)
-  const res = await fetch(`${url}v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'The capital of France is', max_tokens: 4, temperature: 0 }) })
+  const res = await fetch(`${url}v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'The capital of France is', max_tokens: 4, temperature: 0 }) })
   t.is(res.status, 200)
   t.is(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens, 4)
   child.kill('SIGTERM')
   const [code] = await once(child, 'exit')
   t.is(code, 0, stderr)
   t.regex(stderr, /POST \/v1\/completions 200 \d+ms n=1 prompt=\d+ cached=0 completion=4/)
+})
+
+test.serial('SIGTERM under load: every client gets [DONE] or an error answer, and the process exits 0 within the deadline', async (t) => {
+  const args = ['serve', '-m', modelPath('Q8_0'), '--port', '0', '--max-rows', '4', '--shutdown-timeout', '2']
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  const [line] = (await once(createInterface({ input: child.stdout }), 'line')) as [string]
+  const url = /at (http:\S+)$/.exec(line)?.[1] as string
+  const ask = (stream: boolean) =>
+    fetch(`${url}v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'Write a very long story.' }], max_tokens: 4000, temperature: 0.8, stream }),
+    }).then(async (res) => ({ status: res.status, body: await res.text() }))
+  // Four streams take every row; two streams and two whole requests wait in the queue.
+  const clients = [...Array.from({ length: 6 }, () => ask(true)), ask(false), ask(false)]
+  for (let i = 0; i < 500; i++) {
+    const m = await (await fetch(`${url}metrics`)).text()
+    if (/^kvengine_running_rows 4$/m.test(m) && /^kvengine_queued_rows 4$/m.test(m)) break
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  const signalled = performance.now()
+  child.kill('SIGTERM')
+  const [code] = await once(child, 'exit')
+  const took = performance.now() - signalled
+  const answers = await Promise.all(clients)
+  t.is(code, 0, stderr)
+  t.true(took < 2000 + 1500, `exited ${took.toFixed(0)} ms after SIGTERM`)
+  for (const [i, a] of answers.entries()) {
+    if (i < 6) {
+      t.is(a.status, 200)
+      t.true(a.body.endsWith('data: [DONE]\n\n'), `stream ${i} ends with [DONE]: ...${a.body.slice(-120)}`)
+      t.regex(a.body, /"finish_reason":"(stop|length)"|"code":"shutting_down"/, `stream ${i} finished or was told why it ended`)
+    } else {
+      t.is(a.status, 503, a.body)
+      t.like(JSON.parse(a.body), { error: { code: 'shutting_down' } })
+    }
+  }
+  t.false(/ 499 /.test(stderr), 'no client is logged as having left')
 })

@@ -44,7 +44,7 @@ for (const [what, body, param] of rejected) {
 }
 
 test.serial('malformed JSON is a 400, an unknown model a 404 model_not_found, an unknown route a 404', async (t) => {
-  const bad = await fetch(`${server.url}v1/chat/completions`, { method: 'POST', body: '{"messages": [' })
+  const bad = await fetch(`${server.url}v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"messages": [' })
   t.is(bad.status, 400)
   t.like(await bad.json(), { error: { code: 'invalid_json' } })
   const unknown = await post(server.url, 'v1/chat/completions', { ...ok, model: 'gpt-9' })
@@ -56,7 +56,7 @@ test.serial('malformed JSON is a 400, an unknown model a 404 model_not_found, an
 
 test.serial('an oversized body is a 413, whether its length is declared or streamed', async (t) => {
   const big = JSON.stringify({ messages: [user('a'.repeat(2 << 20))] })
-  const declared = await fetch(`${server.url}v1/chat/completions`, { method: 'POST', body: big })
+  const declared = await fetch(`${server.url}v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big })
   t.is(declared.status, 413)
   const chunked = new ReadableStream({
     start(c) {
@@ -64,7 +64,7 @@ test.serial('an oversized body is a 413, whether its length is declared or strea
       c.close()
     },
   })
-  const streamed = await fetch(`${server.url}v1/chat/completions`, { method: 'POST', body: chunked, duplex: 'half' } as RequestInit)
+  const streamed = await fetch(`${server.url}v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chunked, duplex: 'half' } as RequestInit)
   t.is(streamed.status, 413)
   t.is((await post(server.url, 'v1/chat/completions', ok)).status, 200, 'the server still answers')
 })
@@ -73,7 +73,7 @@ test.serial('a client that leaves halfway through sending its body is logged as 
   const { port } = new URL(server.url)
   const socket = connect(Number(port), '127.0.0.1')
   await once(socket, 'connect')
-  socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"messages": [')
+  socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"messages": [')
   await new Promise((r) => setTimeout(r, 50))
   socket.destroy()
   await until(async () => server.lines.some((l) => / 499 \d+ms$/.test(l)))
@@ -90,12 +90,15 @@ test.serial('a full queue answers 429 instead of growing', async (t) => {
   await small.close()
 })
 
-test.serial('--max-seq bounds each request: a longer prompt is a 400, a completion stops at the limit', async (t) => {
+test.serial('--max-seq bounds each request: a longer prompt or max_tokens past it is a 400, the default stops at the limit', async (t) => {
   const small = await startServer({ maxSequence: 48 })
   const long = await post(small.url, 'v1/chat/completions', { messages: [user('word '.repeat(60))] })
   t.is(long.status, 400)
   t.like(await long.json(), { error: { code: 'context_length_exceeded' } })
-  const res = await post(small.url, 'v1/chat/completions', { messages: [user('Tell me a long story.')], max_tokens: 100, temperature: 0 })
+  const past = await post(small.url, 'v1/chat/completions', { messages: [user('Tell me a long story.')], max_tokens: 100, temperature: 0 })
+  t.is(past.status, 400)
+  t.like(await past.json(), { error: { code: 'context_length_exceeded' } })
+  const res = await post(small.url, 'v1/chat/completions', { messages: [user('Tell me a long story.')], temperature: 0 })
   const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number }; choices: { finish_reason: string }[] }
   t.is(body.usage.prompt_tokens + body.usage.completion_tokens, 48)
   t.is(body.choices[0].finish_reason, 'length')

@@ -30,7 +30,7 @@ test.after.always(async () => {
 
 const TRANSCRIPT = '<|python_start|>12+3<|python_end|><|output_start|>15<|output_end|>'
 const ask = (stream: boolean) =>
-  fetch(`${server.url}v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'a', temperature: 0, max_tokens: 32, stream, n: 2 }) })
+  fetch(`${server.url}v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'a', temperature: 0, max_tokens: 32, stream, n: 2 }) })
 
 test('the calculator answers during serving; its forced tokens are part of the text and the usage', async (t) => {
   const body = (await (await ask(false)).json()) as { choices: { text: string; finish_reason: string }[]; usage: { completion_tokens: number } }
@@ -54,7 +54,7 @@ test('a nanochat checkpoint is served with nanochat\'s own chat rendering', asyn
     nanochat.dispose()
   })
   const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'What is 2+2?' }]
-  const chat = (body: object) => fetch(`${tiny.url}v1/chat/completions`, { method: 'POST', body: JSON.stringify(body) })
+  const chat = (body: object) => fetch(`${tiny.url}v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
   const res = await chat({ messages, temperature: 0, max_tokens: 8 })
   t.is(res.status, 200)
   const body = (await res.json()) as { usage: { prompt_tokens: number } }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // kvengine's command line: generate (stream one answer), chat (multi-turn REPL whose history
 // stays in the KV cache), serve (OpenAI-compatible HTTP server), convert (re-encode a GGUF file).
+import { readFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
 
@@ -16,12 +17,21 @@ const USAGE = `usage:
   kvengine generate [-m model] [-p prompt] [--raw] [sampling options]
   kvengine chat [-m model] [-s system prompt] [sampling options]
   kvengine serve [-m model] [--port 8080] [--host 127.0.0.1] [--max-rows 16] [--max-queue 64] [--max-seq 2048] [sampling defaults]
+                 [--api-key KEY | --api-key-file FILE] [--allow-unauthenticated] [--allowed-hosts a,b] [--cors-origin o1,o2]
+                 [--timeout 600] [--max-connections 256] [--shutdown-timeout 10] [--prefill-chunk 8]
   kvengine convert <input.gguf> <output.gguf> --to f32|f16|q8_0|q4_0|q4_k
 
 sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
 --activations q8|f32: what Q8_0/Q4_0 weights multiply: 8-bit activations, as llama.cpp does
   (the default on x86 CPUs without AMX, where results stay independent of batching), or f32.
--m defaults to SmolLM2-135M-Instruct (fetched on first use).`
+-m defaults to SmolLM2-135M-Instruct (fetched on first use).
+
+serve: an API key (Bearer) is required when --host is not a loopback address. --api-key-file reads
+  one key per line. --allowed-hosts adds Host header names (or *) to the loopback names and the
+  bound address; --cors-origin lets pages of those origins (or *) call the API. --timeout: seconds
+  a client may take to send a request, or leave a stream unread. On SIGTERM or SIGINT the server
+  stops accepting, lets running requests finish for --shutdown-timeout seconds, ends the rest with
+  an error, and exits 0.`
 
 const DEMO_PROMPT = 'In three sentences, why does a KV cache make text generation faster?'
 
@@ -44,6 +54,15 @@ const options = {
   'max-rows': { type: 'string' },
   'max-queue': { type: 'string' },
   'max-seq': { type: 'string' },
+  'api-key': { type: 'string' },
+  'api-key-file': { type: 'string' },
+  'allow-unauthenticated': { type: 'boolean' },
+  'allowed-hosts': { type: 'string' },
+  'cors-origin': { type: 'string' },
+  timeout: { type: 'string' },
+  'max-connections': { type: 'string' },
+  'shutdown-timeout': { type: 'string' },
+  'prefill-chunk': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const
 
@@ -146,21 +165,60 @@ async function chat(args: Args): Promise<void> {
 }
 
 async function serve(args: Args): Promise<void> {
+  const shutdownSeconds = num(args['shutdown-timeout']) ?? 10
+  if (!(shutdownSeconds >= 0 && shutdownSeconds <= 3600)) throw new KvEngineError('INVALID_ARGUMENT', `--shutdown-timeout must be 0..3600 seconds, got ${args['shutdown-timeout']}`)
   const model = await load(args)
   const server = await startServer(model, {
     port: num(args.port),
     host: args.host,
+    apiKey: apiKeys(args),
+    allowUnauthenticated: args['allow-unauthenticated'],
+    allowedHosts: list(args['allowed-hosts']),
+    corsOrigins: list(args['cors-origin']),
+    timeout: num(args.timeout),
+    maxConnections: num(args['max-connections']),
     maxRows: num(args['max-rows']),
     maxQueue: num(args['max-queue']),
     maxSequence: num(args['max-seq']),
+    prefillChunk: num(args['prefill-chunk']),
     temperature: num(args.temperature),
     topK: num(args['top-k']),
     maxTokens: num(args['max-tokens']),
+  }).catch((err: unknown) => {
+    model.dispose()
+    throw err
   })
+  // A request's failure is answered where it happens; anything that still escapes is logged, and
+  // the other clients keep being served rather than lose the process to one bad request.
+  const survive = (err: unknown) => process.stderr.write(`kvengine: unhandled error, still serving: ${(err as Error)?.stack ?? String(err)}\n`)
+  process.on('uncaughtException', survive)
+  process.on('unhandledRejection', survive)
   process.stdout.write(`kvengine serving ${model.path} at ${server.url}\n`)
-  const stop = () => void server.close().then(() => model.dispose())
+  const stop = (signal: string) => {
+    process.stderr.write(`kvengine: ${signal}: finishing running requests (up to ${shutdownSeconds} s)\n`)
+    // A second signal does not wait.
+    process.once('SIGINT', () => process.exit(130))
+    process.once('SIGTERM', () => process.exit(143))
+    void server.close({ deadlineMs: shutdownSeconds * 1000 }).then(() => {
+      model.dispose()
+      process.exit(0)
+    })
+  }
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
+}
+
+function list(value: string | undefined): string[] | undefined {
+  return value?.split(',').map((s) => s.trim()).filter(Boolean)
+}
+
+function apiKeys(args: Args): string[] | undefined {
+  if (args['api-key'] !== undefined && args['api-key-file'] !== undefined) throw new KvEngineError('INVALID_ARGUMENT', 'give --api-key or --api-key-file, not both')
+  if (args['api-key'] !== undefined) return [args['api-key']]
+  if (args['api-key-file'] === undefined) return undefined
+  const keys = readFileSync(args['api-key-file'], 'utf8').split('\n').map((l) => l.trim()).filter(Boolean)
+  if (keys.length === 0) throw new KvEngineError('INVALID_ARGUMENT', `${args['api-key-file']} holds no API key (one per line)`)
+  return keys
 }
 
 async function convert(args: Args, positionals: string[]): Promise<void> {

@@ -15,6 +15,14 @@ export interface JobSink {
   /** Every choice has finished; `completionTokens` counts all of them. */
   done(usage: Usage): void
   fail(err: unknown): void
+  /**
+   * True while the client has too many bytes written but not yet sent: the loop then neither
+   * feeds nor samples the job's rows (they keep their state), so a client that stops reading
+   * makes the server buffer no more of its output; they go on when this turns false.
+   */
+  readonly blocked: boolean
+  /** Set by the loop, which may be idle with only paused jobs: call it when `blocked` turns false. */
+  onUnblocked: (() => void) | null
 }
 
 /** One request as the scheduler and the decode loop see it: tokens in, `n` choices out. */

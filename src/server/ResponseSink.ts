@@ -7,59 +7,114 @@ import type { OpenAiFormat } from './OpenAiFormat.js'
 import { SseStream } from './SseStream.js'
 import { sendJson } from './sendJson.js'
 
+export interface SinkOptions {
+  n: number
+  stream: boolean
+  includeUsage: boolean
+  /** Unsent bytes at which the job's rows pause until the client reads. */
+  maxUnsentBytes: number
+  /** A client that reads nothing for this long is dropped, which cancels its job. */
+  writeTimeoutMs: number
+}
+
 /** Writes a job's output to its HTTP response: as SSE chunks while it runs, or as one JSON body at the end. */
 export class ResponseSink implements JobSink {
   /** Set when the job completed; the request log reads it. */
   usage: Usage | null = null
+  /** Called when a paused stream can take more; the decode loop sets it to wake up. */
+  onUnblocked: (() => void) | null = null
   readonly #res: ServerResponse
   readonly #format: OpenAiFormat
-  readonly #stream: boolean
+  readonly #options: SinkOptions
   readonly #includeUsage: boolean
   readonly #texts: string[]
   readonly #reasons: FinishReason[]
   #sse: SseStream | null = null
+  #stalled: NodeJS.Timeout | null = null
 
-  constructor(res: ServerResponse, format: OpenAiFormat, options: { n: number; stream: boolean; includeUsage: boolean }) {
+  constructor(res: ServerResponse, format: OpenAiFormat, options: SinkOptions) {
     this.#res = res
     this.#format = format
-    this.#stream = options.stream
+    this.#options = options
     this.#includeUsage = options.stream && options.includeUsage
     this.#texts = Array.from({ length: options.n }, () => '')
     this.#reasons = []
+    res.on('drain', () => this.#drained())
+    res.once('close', () => this.#drained())
+  }
+
+  /**
+   * True while the client has more unsent bytes than the cap: the decode loop then skips this
+   * job's rows, so a client that never reads costs neither compute nor unbounded memory.
+   */
+  get blocked(): boolean {
+    return this.#sse !== null && this.#sse.open && this.#res.writableLength >= this.#options.maxUnsentBytes
   }
 
   /** Starts a stream (headers, then each choice's opening chunk) once the job is accepted; a whole response waits. */
   open(): void {
-    if (!this.#stream) return
+    if (!this.#options.stream) return
     this.#sse = new SseStream(this.#res)
     for (let i = 0; i < this.#texts.length; i++) {
       const opening = this.#format.opening(i, this.#includeUsage)
-      if (opening) this.#sse.send(opening)
+      if (opening) this.#send(opening)
     }
   }
 
   text(index: number, text: string): void {
-    if (this.#sse) this.#sse.send(this.#format.text(index, text, this.#includeUsage))
+    if (this.#sse) this.#send(this.#format.text(index, text, this.#includeUsage))
     else this.#texts[index] += text
   }
 
   finish(index: number, reason: FinishReason): void {
-    if (this.#sse) this.#sse.send(this.#format.finish(index, reason, this.#includeUsage))
+    if (this.#sse) this.#send(this.#format.finish(index, reason, this.#includeUsage))
     else this.#reasons[index] = reason
   }
 
   done(usage: Usage): void {
     this.usage = usage
     if (!this.#sse) return sendJson(this.#res, 200, this.#format.whole(this.#texts, this.#reasons, usage))
-    if (this.#includeUsage) this.#sse.send(this.#format.usageChunk(usage))
+    if (this.#includeUsage) this.#send(this.#format.usageChunk(usage))
     this.#sse.end()
   }
 
   /** After the stream has started the status is sent, so the error goes in-band, as OpenAI does. */
   fail(err: unknown): void {
     const error = ApiError.from(err)
-    if (!this.#sse) return sendJson(this.#res, error.status, error.body)
-    this.#sse.send(error.body)
+    if (!this.#sse) {
+      if (!this.#res.headersSent && !this.#res.destroyed) sendJson(this.#res, error.status, error.body)
+      return
+    }
+    this.#send(error.body)
     this.#sse.end()
+  }
+
+  #send(data: unknown): void {
+    const sse = this.#sse as SseStream
+    sse.send(data)
+    if (this.#stalled === null && this.blocked) this.#watch()
+  }
+
+  /**
+   * While blocked, the client must take some bytes every `writeTimeoutMs` or be dropped (which
+   * cancels the job): a slow reader is served, one that reads nothing is not held forever.
+   */
+  #watch(): void {
+    const socket = this.#res.socket
+    const flushed = () => (socket ? socket.bytesWritten - socket.writableLength : 0)
+    const before = flushed()
+    this.#stalled = setTimeout(() => {
+      this.#stalled = null
+      if (!this.blocked) return
+      if (flushed() > before) this.#watch()
+      else this.#res.destroy()
+    }, this.#options.writeTimeoutMs)
+    this.#stalled.unref()
+  }
+
+  #drained(): void {
+    if (this.#stalled !== null) clearTimeout(this.#stalled)
+    this.#stalled = null
+    this.onUnblocked?.()
   }
 }

@@ -57,6 +57,11 @@ export class Scheduler {
     return at !== -1
   }
 
+  /** Empties the queue, for a server shutting down: returns the jobs that were waiting. */
+  takeQueued(): Job[] {
+    return this.#queue.splice(0)
+  }
+
   /** Gives rows to waiting jobs in arrival order, stopping at the first that does not fit. */
   admit(): Admission[] {
     const admitted: Admission[] = []

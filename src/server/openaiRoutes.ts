@@ -25,6 +25,10 @@ export interface ServerContext {
   defaults: { temperature: number; topK: number; maxTokens: number }
   /** Positions one row may hold, prompt and completion together. */
   maxSequence: number
+  /** Bytes a stream may have unsent before its rows pause. */
+  maxUnsentBytes: number
+  /** How long a stream may stay paused (its client not reading) before it is dropped. */
+  writeTimeoutMs: number
   /** Unix seconds, for GET /v1/models. */
   startedAt: number
 }
@@ -52,10 +56,11 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   }
   const prompt = encodePrompt(ctx.model, request, ctx.maxSequence)
   const format = new OpenAiFormat(kind, ctx.modelId)
-  const sink = new ResponseSink(res, format, request)
+  const sink = new ResponseSink(res, format, { ...request, maxUnsentBytes: ctx.maxUnsentBytes, writeTimeoutMs: ctx.writeTimeoutMs })
   const job: Job = {
     prompt,
     n: request.n,
+    // Only the server's default is fitted to the room left; a limit the client asked for is checked in encodePrompt.
     maxTokens: Math.min(request.maxTokens ?? ctx.defaults.maxTokens, ctx.maxSequence - prompt.length),
     sampling: { ...request.sampling, seed: request.sampling.seed ?? randomInt(2 ** 32) },
     stop: request.stop,
@@ -79,6 +84,12 @@ function encodePrompt(model: Model, request: ValidRequest, maxSequence: number):
     : tokenizer.encode(request.prompt as string)
   if (prompt.length >= maxSequence) {
     throw new KvEngineError('CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens but this server holds at most ${maxSequence} per request; shorten it`)
+  }
+  if (request.maxTokens !== null && prompt.length + request.maxTokens > maxSequence) {
+    throw new KvEngineError(
+      'CONTEXT_OVERFLOW',
+      `the prompt has ${prompt.length} tokens and max_tokens asks for ${request.maxTokens} more, but this server holds at most ${maxSequence} per request; lower max_tokens to ${maxSequence - prompt.length} or shorten the prompt`,
+    )
   }
   return prompt
 }

@@ -23,14 +23,45 @@ const ROLES = new Set(['system', 'user', 'assistant'])
 
 type Body = Record<string, unknown>
 
+/** The fields each endpoint implements; `user` only labels the caller, so there is nothing to honour. */
+const COMMON = ['model', 'stream', 'stream_options', 'temperature', 'top_k', 'top_p', 'min_p', 'max_tokens', 'n', 'seed', 'stop', 'user']
+const KNOWN = { chat: new Set([...COMMON, 'messages', 'max_completion_tokens']), completion: new Set([...COMMON, 'prompt']) }
+
+/**
+ * OpenAI fields we do not implement, with the value that asks for nothing: clients that send
+ * those (many send `frequency_penalty: 0` or `logprobs: false` by default) are served; any other
+ * value would be silently ignored, so it is refused.
+ */
+const NEUTRAL: Record<string, (v: unknown) => boolean> = {
+  frequency_penalty: (v) => v === 0,
+  presence_penalty: (v) => v === 0,
+  repetition_penalty: (v) => v === 1,
+  logprobs: (v) => v === false || v === 0,
+  top_logprobs: (v) => v === 0,
+  logit_bias: (v) => typeof v === 'object' && v !== null && Object.keys(v).length === 0,
+  best_of: (v) => v === 1,
+  echo: (v) => v === false,
+  suffix: (v) => v === '',
+  response_format: (v) => typeof v === 'object' && v !== null && (v as Body).type === 'text' && Object.keys(v).length === 1,
+  tools: (v) => Array.isArray(v) && v.length === 0,
+  tool_choice: (v) => v === 'none',
+  functions: (v) => Array.isArray(v) && v.length === 0,
+  function_call: (v) => v === 'none',
+}
+
 /**
  * Checks a parsed JSON body the way nanochat's server did, in OpenAI's field names; `kind` says
- * which endpoint it came to. Fields OpenAI defines that we do not implement are ignored, as
- * OpenAI-compatible servers do, so stock clients work.
+ * which endpoint it came to. A field we do not implement is a 400 naming it, never a silent
+ * ignore (null counts as left out, as OpenAI reads it).
  */
 export function validateRequest(body: unknown, kind: 'chat' | 'completion', defaults: { temperature: number; topK: number }): ValidRequest {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw ApiError.invalid('body', 'the request body must be a JSON object')
   const b = body as Body
+  for (const [key, value] of Object.entries(b)) {
+    if (KNOWN[kind].has(key) || value === null || NEUTRAL[key]?.(value)) continue
+    const route = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions'
+    throw new ApiError(400, `'${key}' is not supported by ${route} on this server; remove it from the request`, { code: 'unsupported_parameter', param: key })
+  }
   const model = optional(b, 'model', 'string', 'a string') ?? null
   const stream = optional(b, 'stream', 'boolean', 'true or false') ?? false
   const options = optional(b, 'stream_options', 'object', 'an object') as Body | undefined

@@ -1,0 +1,93 @@
+// Backpressure on one response: the sink reports `blocked` past its unsent-bytes cap, wakes the
+// loop when the client drains, and drops a client that takes no bytes for the write timeout.
+import { EventEmitter } from 'node:events'
+import type { ServerResponse } from 'node:http'
+
+import test from 'ava'
+
+import { OpenAiFormat } from '../src/server/OpenAiFormat.js'
+import { ResponseSink } from '../src/server/ResponseSink.js'
+
+/** A response whose socket hands bytes on only when `flush` says so, as a client that reads at will. */
+class StalledResponse extends EventEmitter {
+  writableLength = 0
+  destroyed = false
+  writableEnded = false
+  headersSent = false
+  readonly socket = { bytesWritten: 0, writableLength: 0 }
+  writeHead() {
+    this.headersSent = true
+  }
+  flushHeaders() {}
+  write(chunk: string) {
+    this.writableLength += Buffer.byteLength(chunk)
+    this.socket.bytesWritten += Buffer.byteLength(chunk)
+    this.socket.writableLength = this.writableLength
+    return false
+  }
+  end(chunk = '') {
+    this.write(chunk)
+    this.writableEnded = true
+  }
+  destroy() {
+    this.destroyed = true
+    this.emit('close')
+  }
+  /** The client reads `bytes`; 'drain' once nothing is left. */
+  flush(bytes: number) {
+    this.writableLength = Math.max(0, this.writableLength - bytes)
+    this.socket.writableLength = this.writableLength
+    if (this.writableLength === 0) this.emit('drain')
+  }
+}
+
+function sinkOver(res: StalledResponse, writeTimeoutMs: number) {
+  const sink = new ResponseSink(res as unknown as ServerResponse, new OpenAiFormat('chat', 'm'), { n: 1, stream: true, includeUsage: false, maxUnsentBytes: 1024, writeTimeoutMs })
+  sink.open()
+  return sink
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+test('blocked past the cap, unblocked (and the loop woken) when the client drains', (t) => {
+  const res = new StalledResponse()
+  const sink = sinkOver(res, 60_000)
+  let woken = 0
+  sink.onUnblocked = () => woken++
+  while (!sink.blocked) sink.text(0, 'word ')
+  t.true(res.writableLength >= 1024)
+  sink.text(0, 'x'.repeat(1024)) // what a step in flight still writes
+  res.flush(512)
+  t.true(sink.blocked, 'still over the cap')
+  t.is(woken, 0)
+  res.flush(Infinity)
+  t.false(sink.blocked)
+  t.is(woken, 1)
+})
+
+test('a client that takes no bytes for the write timeout is dropped; one that reads slowly is not', async (t) => {
+  const idle = new StalledResponse()
+  const idleSink = sinkOver(idle, 100)
+  while (!idleSink.blocked) idleSink.text(0, 'word ')
+  const slow = new StalledResponse()
+  const slowSink = sinkOver(slow, 100)
+  while (!slowSink.blocked) slowSink.text(0, 'word ')
+  // The slow one's socket keeps taking a few bytes (the kernel's buffer emptying as it reads).
+  for (let i = 0; i < 6; i++) {
+    slow.socket.writableLength -= 8
+    await sleep(50)
+  }
+  t.true(idle.destroyed, 'no byte taken in 100 ms: dropped, which ends its job')
+  t.false(slow.destroyed, 'a reader that takes bytes keeps its stream')
+  slow.flush(Infinity)
+  await sleep(150)
+  t.false(slow.destroyed, 'unblocked: no timer left running')
+})
+
+test('a whole (non-streaming) response is never blocked', (t) => {
+  const res = new StalledResponse()
+  const sink = new ResponseSink(res as unknown as ServerResponse, new OpenAiFormat('chat', 'm'), { n: 1, stream: false, includeUsage: false, maxUnsentBytes: 1024, writeTimeoutMs: 10 })
+  sink.open()
+  for (let i = 0; i < 1000; i++) sink.text(0, 'word ')
+  t.false(sink.blocked)
+})
