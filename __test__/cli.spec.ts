@@ -96,7 +96,7 @@ test.serial('SIGTERM under load: every client gets [DONE] or an error answer, an
     fetch(`${url}v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'Write a very long story.' }], max_tokens: 4000, temperature: 0.8, stream }),
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'Write a very long story.' }], max_tokens: 1500, temperature: 0.8, stream }),
     }).then(async (res) => ({ status: res.status, body: await res.text() }))
   // Four streams take every row; two streams and two whole requests wait in the queue.
   const clients = [...Array.from({ length: 6 }, () => ask(true)), ask(false), ask(false)]
