@@ -1,7 +1,7 @@
 // What a long prompt does to the streams already running: `kvengine serve` runs as a child
 // process, 16 clients stream greedy completions (384 tokens max) from it over loopback, and once
-// every stream is decoding steadily one ~2,000-token prompt is sent (after a first one that grows
-// the KV cache to its full length, so the figures are chunked prefill alone). Reports the streams'
+// every stream is decoding steadily one ~2,000-token prompt is sent (after a first one, a warm-up:
+// before the server sized its cache up front, that one grew it). Reports the streams'
 // inter-chunk gaps from its arrival to its first token (p50/p99/max, in ms and in decode steps,
 // one step being the median gap over 2 s before it and 2 s after its answer), and the latency of
 // GET /health, polled every 20 ms, over the same window. Exits 1 if a request failed, a stream
