@@ -6,11 +6,13 @@
 // Greedy fixture: per prompt, the exact prompt ids fed to llama.cpp, N greedy tokens (generation does not stop at
 // EOS / <|im_end|>) and llama.cpp's top-2 candidates with their probabilities at every step.
 // Tokenizer fixture: llama.cpp's ids and detokenized text for a corpus of awkward strings.
-import { writeFileSync, mkdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { getLlama, readGgufFileInfo, JinjaTemplateChatWrapper, LlamaLogLevel, type Token } from 'node-llama-cpp'
+
+import { writeFixtureJson } from './fixtureJson.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -162,13 +164,5 @@ function tokenizerCase(text: string, special: boolean) {
 }
 
 function writeJson(path: string, value: object) {
-  mkdirSync(dirname(path), { recursive: true })
-  // One line per array item of the top-level lists: diffable, yet compact (long id arrays stay on one line).
-  const body = Object.entries(value).map(([k, v]) => Array.isArray(v)
-    ? `  ${JSON.stringify(k)}: [\n${v.map((x) => `    ${JSON.stringify(x)}`).join(',\n')}\n  ]`
-    : `  ${JSON.stringify(k)}: ${JSON.stringify(v)}`)
-  const json = `{\n${body.join(',\n')}\n}\n`
-  JSON.parse(json)
-  writeFileSync(path, json)
-  log(`wrote ${path} (${Buffer.byteLength(json)} bytes)`)
+  writeFixtureJson(path, value, log)
 }

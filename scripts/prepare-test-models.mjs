@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Makes the model files the test suites need: the default model (fetched), and its F32 and
-// Q8_0 re-encodings made by our own converter. Cached in models/; idempotent.
+// Makes the model files the test suites need: the default model (fetched), its F32 and Q8_0
+// re-encodings made by our own converter, and Gemma 3 270M (fetched; its SentencePiece tokenizer
+// is tested against llama.cpp's). Cached in models/; idempotent.
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -12,6 +13,7 @@ const source = execFileSync(process.execPath, [join(root, 'scripts', 'fetch-mode
   encoding: 'utf8',
   stdio: ['ignore', 'pipe', 'inherit'],
 }).trim()
+execFileSync(process.execPath, [join(root, 'scripts', 'fetch-gemma.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] })
 const { convertGguf } = createRequire(import.meta.url)(join(root, 'native.cjs'))
 
 for (const target of ['f32', 'q8_0']) {

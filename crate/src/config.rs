@@ -26,6 +26,9 @@ pub enum Architecture {
     Qwen2,
     /// karpathy/nanochat's GPT (crate::nanochat), loaded from its own checkpoint format only.
     Nanochat,
+    /// Google's Gemma 3 text models: the Llama block with the departures in `BlockVariant`,
+    /// loaded from GGUF only (its metadata holds the sliding window the variant needs).
+    Gemma3,
 }
 
 impl Architecture {
@@ -33,14 +36,82 @@ impl Architecture {
         match name {
             "llama" | "LlamaForCausalLM" | "mistral" | "MistralForCausalLM" => Ok(Self::Llama),
             "qwen2" | "Qwen2ForCausalLM" => Ok(Self::Qwen2),
+            "gemma3" => Ok(Self::Gemma3),
             other => Err(Error::unsupported(format!(
                 "unsupported model architecture '{other}': kvengine runs Llama-family \
-                 (SmolLM2, TinyLlama, Llama 3.x) and Qwen2/2.5 models"
+                 (SmolLM2, TinyLlama, Llama 3.x), Qwen2/2.5 and Gemma 3 (GGUF) models"
             ))),
         }
     }
     pub fn has_qkv_bias(self) -> bool {
         self == Self::Qwen2
+    }
+}
+
+/// The gated MLP's activation: `act(gate) · up`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Activation {
+    /// SwiGLU (Llama, Qwen2).
+    #[default]
+    Silu,
+    /// GELU in its tanh approximation (Gemma's GeGLU, `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// Where a family's layer departs from Llama's. Llama and Qwen2 take the default; the same
+/// block code reads these options instead of being copied per architecture.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BlockVariant {
+    /// Gemma scales the token embeddings by sqrt(hidden_size) before the first layer.
+    pub embed_scale: Option<f32>,
+    /// Gemma 3 RMS-normalises each query and key head (`attn_q_norm`, `attn_k_norm`) before RoPE.
+    pub qk_norm: bool,
+    /// Gemma normalises each sub-layer's output (`post_attention_norm`, `post_ffw_norm`) before
+    /// adding it to the residual stream.
+    pub post_norms: bool,
+    pub activation: Activation,
+    /// Per layer, `Some(w)` for a sliding window (a query at `p` sees keys `p - w ..= p`) or
+    /// `None` for full causal attention. Empty: every layer is full.
+    pub windows: Vec<Option<usize>>,
+    /// The RoPE base of windowed layers where it differs from `rope_theta` (Gemma 3: 10 000 on
+    /// local layers, 1 000 000 on global ones).
+    pub local_rope_theta: Option<f32>,
+    /// Multiplies each query before attention's 1/sqrt(head_dim), where a model's attention
+    /// scale is not 1/sqrt(head_dim) (Gemma's `query_pre_attn_scalar`).
+    pub query_scale: Option<f32>,
+}
+
+impl BlockVariant {
+    /// Gemma 3 as llama.cpp runs it. `sliding_window` is the number of keys a local layer's
+    /// query sees, itself included (llama.cpp masks a key when `p - key >= n_swa`); every sixth
+    /// layer is global (llama.cpp's swa pattern 6: layer i is local unless (i + 1) % 6 == 0).
+    /// Only the 27B model scales queries by hidden/heads rather than head_dim (llama.cpp picks
+    /// it by the 27B's 62 layers; the GGUF holds no query_pre_attn_scalar).
+    pub fn gemma3(hidden_size: usize, n_layers: usize, n_heads: usize, head_dim: usize, sliding_window: usize) -> Result<Self> {
+        if sliding_window == 0 {
+            return Err(Error::corrupt("gemma3.attention.sliding_window must be at least 1"));
+        }
+        let pre_attn_scalar = if n_layers == 62 { hidden_size / n_heads.max(1) } else { head_dim };
+        let query_scale = (pre_attn_scalar != head_dim).then(|| (head_dim as f32 / pre_attn_scalar as f32).sqrt());
+        Ok(Self {
+            embed_scale: Some((hidden_size as f32).sqrt()),
+            qk_norm: true,
+            post_norms: true,
+            activation: Activation::GeluTanh,
+            windows: (0..n_layers).map(|i| ((i + 1) % 6 != 0).then_some(sliding_window - 1)).collect(),
+            local_rope_theta: Some(10_000.0),
+            query_scale,
+        })
+    }
+
+    /// Layer `layer`'s sliding window, `None` when it attends to the whole context.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        self.windows.get(layer).copied().flatten()
+    }
+
+    /// Whether this is Llama's block exactly (backends without the options check it).
+    pub fn is_plain(&self) -> bool {
+        *self == Self::default()
     }
 }
 
@@ -62,6 +133,7 @@ pub struct ModelConfig {
     pub rope_freq_factors: Vec<f32>,
     pub context_length: usize,
     pub tie_word_embeddings: bool,
+    pub variant: BlockVariant,
 }
 
 impl ModelConfig {
@@ -87,6 +159,14 @@ impl ModelConfig {
             if !ok() {
                 return Err(Error::corrupt(format!("invalid model config ({what}): {self:?}")));
             }
+        }
+        let v = &self.variant;
+        if !v.windows.is_empty() && v.windows.len() != self.n_layers {
+            return Err(Error::corrupt(format!("{} sliding windows for {} layers", v.windows.len(), self.n_layers)));
+        }
+        let finite_positive = |x: Option<f32>| x.is_none_or(|x| x.is_finite() && x > 0.0);
+        if !finite_positive(v.embed_scale) || !finite_positive(v.local_rope_theta) || !finite_positive(v.query_scale) {
+            return Err(Error::corrupt(format!("invalid model config (scales and rope bases must be finite and positive): {v:?}")));
         }
         if !self.rope_freq_factors.is_empty() && self.rope_freq_factors.len() != self.head_dim / 2 {
             return Err(Error::corrupt(format!(
@@ -155,6 +235,9 @@ impl HfConfig {
             .or_else(|| self.architectures.first().cloned())
             .ok_or_else(|| Error::corrupt("config.json names neither model_type nor architectures"))?;
         let architecture = Architecture::parse(&arch_name)?;
+        if architecture == Architecture::Gemma3 {
+            return Err(Error::unsupported("Gemma 3 loads from GGUF files only, not from Hugging Face directories"));
+        }
         let n_heads = self.num_attention_heads;
         let head_dim = self.head_dim.unwrap_or(if n_heads > 0 { self.hidden_size / n_heads } else { 0 });
         let mut cfg = ModelConfig {
@@ -172,6 +255,7 @@ impl HfConfig {
             rope_freq_factors: Vec::new(),
             context_length: self.max_position_embeddings.unwrap_or(2048),
             tie_word_embeddings: self.tie_word_embeddings,
+            variant: BlockVariant::default(),
         };
         cfg.validate()?;
         // Only now is head_dim known to be sane enough to size the factor table by.
@@ -239,5 +323,6 @@ pub(crate) fn test_config(n_layers: usize, n_heads: usize, n_kv_heads: usize, he
         rope_freq_factors: Vec::new(),
         context_length: 8192,
         tie_word_embeddings: true,
+        variant: BlockVariant::default(),
     }
 }

@@ -9,7 +9,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
 
-use crate::config::{Architecture, ModelConfig, RopeStyle, MAX_CONTEXT, MAX_WIDTH};
+use crate::config::{Architecture, BlockVariant, ModelConfig, RopeStyle, MAX_CONTEXT, MAX_WIDTH};
 use crate::error::{candle_message, Error, Result};
 use crate::weights::{Weight, WeightSource};
 
@@ -98,12 +98,20 @@ impl GgufFile {
         } else {
             Vec::new()
         };
+        let n_layers = self.required(&key("block_count"), 1024)?;
+        let variant = match architecture {
+            Architecture::Gemma3 => {
+                let window = self.required(&key("attention.sliding_window"), MAX_CONTEXT)?;
+                BlockVariant::gemma3(hidden_size, n_layers, n_heads, head_dim, window)?
+            }
+            Architecture::Llama | Architecture::Qwen2 | Architecture::Nanochat => BlockVariant::default(),
+        };
         let cfg = ModelConfig {
             architecture,
             vocab_size,
             hidden_size,
             intermediate_size: self.required(&key("feed_forward_length"), MAX_WIDTH * 8)?,
-            n_layers: self.required(&key("block_count"), 1024)?,
+            n_layers,
             n_heads,
             n_kv_heads,
             head_dim,
@@ -111,11 +119,13 @@ impl GgufFile {
             rope_theta: self.meta_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_style: match architecture {
                 Architecture::Llama => RopeStyle::Interleaved,
-                Architecture::Qwen2 | Architecture::Nanochat => RopeStyle::HalfSplit,
+                // llama.cpp rotates Gemma 3 NeoX-style, as Qwen2.
+                Architecture::Qwen2 | Architecture::Nanochat | Architecture::Gemma3 => RopeStyle::HalfSplit,
             },
             rope_freq_factors,
             context_length: self.required(&key("context_length"), MAX_CONTEXT)?,
             tie_word_embeddings: !self.contains("output.weight"),
+            variant,
         };
         cfg.validate()?;
         Ok(cfg)

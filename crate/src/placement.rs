@@ -47,6 +47,11 @@ impl Placement {
 pub(crate) fn load_llama(src: &mut dyn WeightSource, config: ModelConfig, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LanguageModel> {
     match placement {
         Placement::Cpu { activations } => Ok(Model::load(src, config, activations, progress)?.into()),
+        // The CUDA model runs Llama's block only, none of the variant's options (Gemma 3).
+        Placement::Cuda { .. } if !config.variant.is_plain() => Err(Error::unsupported(format!(
+            "{:?} models run on the CPU only; load with device 'cpu'",
+            config.architecture
+        ))),
         Placement::Cuda { dtype } => load_cuda(src, config, dtype, progress),
     }
 }

@@ -24,10 +24,15 @@ impl RopeAngles {
 
 impl Rope {
     pub fn new(cfg: &ModelConfig) -> Self {
+        Self::with_base(cfg, cfg.rope_theta)
+    }
+
+    /// The rotation with base `theta` instead of the config's (Gemma 3's local layers).
+    pub fn with_base(cfg: &ModelConfig, theta: f32) -> Self {
         let half = cfg.head_dim / 2;
         let inv_freq = (0..half)
             .map(|i| {
-                let freq = cfg.rope_theta.powf(-2.0 * i as f32 / cfg.head_dim as f32);
+                let freq = theta.powf(-2.0 * i as f32 / cfg.head_dim as f32);
                 let divisor = cfg.rope_freq_factors.get(i).copied().unwrap_or(1.0);
                 freq / divisor
             })

@@ -1,8 +1,10 @@
-//! Tokenizers from GGUF metadata (byte-level BPE, the `gpt2` family), from `tokenizer.json`, or
-//! from nanochat's pickled tiktoken encoding.
+//! Tokenizers from GGUF metadata (byte-level BPE, the `gpt2` family, and SentencePiece, the
+//! `llama` family such as Gemma), from `tokenizer.json`, or from nanochat's pickled tiktoken
+//! encoding.
 //!
-//! Encoding goes through Hugging Face `tokenizers`, or for nanochat through a rank-based BPE
-//! identical to tiktoken's (crate::nanochat::tiktoken). Decoding is ours: every id maps to the exact
+//! Encoding goes through Hugging Face `tokenizers`, for GGUF SentencePiece vocabularies through
+//! llama.cpp's SPM algorithm (spm.rs), or for nanochat through a rank-based BPE identical to
+//! tiktoken's (crate::nanochat::tiktoken). Decoding is ours: every id maps to the exact
 //! bytes it stands for, so text can be assembled incrementally and only whole UTF-8 characters
 //! are ever emitted, however a character is split across tokens.
 
@@ -21,6 +23,9 @@ use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::gguf::GgufFile;
 use crate::nanochat::tiktoken::TiktokenBpe;
 
+mod spm;
+use spm::SpmVocab;
+
 /// llama.cpp's pre-tokenizer regexes for the `tokenizer.ggml.pre` names we support.
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -36,6 +41,7 @@ enum Encoder {
         plain: Box<tokenizers::Tokenizer>,
     },
     Tiktoken(TiktokenBpe),
+    Spm(Box<SpmVocab>),
 }
 
 pub struct Tokenizer {
@@ -50,13 +56,40 @@ pub struct Tokenizer {
 
 impl Tokenizer {
     pub fn from_gguf(gguf: &GgufFile) -> Result<Self> {
-        let model = gguf.meta_str("tokenizer.ggml.model").unwrap_or("");
-        if model != "gpt2" {
-            return Err(Error::unsupported(format!(
-                "GGUF tokenizer model '{model}' is not supported yet (only byte-level BPE, 'gpt2'); \
-                 load the model's Hugging Face directory with its tokenizer.json instead"
-            )));
+        match gguf.meta_str("tokenizer.ggml.model").unwrap_or("") {
+            "gpt2" => Self::from_gguf_bpe(gguf),
+            "llama" => Self::from_gguf_spm(gguf),
+            model => Err(Error::unsupported(format!(
+                "GGUF tokenizer model '{model}' is not supported yet (only byte-level BPE, 'gpt2', and \
+                 SentencePiece, 'llama'); load the model's Hugging Face directory with its tokenizer.json instead"
+            ))),
         }
+    }
+
+    /// SentencePiece pieces, scores and types. Defaults where keys are absent are llama.cpp's for
+    /// this tokenizer model: BOS 1, EOS 2, BOS added, a space prefixed.
+    fn from_gguf_spm(gguf: &GgufFile) -> Result<Self> {
+        let tokens = string_array(gguf, "tokenizer.ggml.tokens")?;
+        let scores = number_array(gguf, "tokenizer.ggml.scores", |v| v.to_f32().ok())?;
+        let types = number_array(gguf, "tokenizer.ggml.token_type", |v| v.to_i32().ok())?;
+        let flag = |key: &str, default: bool| match gguf.meta(key) {
+            Some(Value::Bool(b)) => *b,
+            _ => default,
+        };
+        let vocab = SpmVocab::new(tokens, scores, types, flag("tokenizer.ggml.add_space_prefix", true))?;
+        let n = vocab.len() as u32;
+        let id = |key: &str, default: u32| match gguf.meta(key) {
+            Some(v) => v.to_u32().ok().filter(|&i| i < n),
+            None => Some(default).filter(|&i| i < n),
+        };
+        let (bos, eos) = (id("tokenizer.ggml.bos_token_id", 1), id("tokenizer.ggml.eos_token_id", 2));
+        let add_bos = flag("tokenizer.ggml.add_bos_token", true);
+        let token_bytes = (0..n).map(|i| vocab.token_bytes(i)).collect();
+        let eog_tokens = end_of_generation(eos, |name| vocab.id(name));
+        Ok(Self { encoder: Encoder::Spm(Box::new(vocab)), token_bytes, bos_token: bos, eos_token: eos, add_bos, eog_tokens })
+    }
+
+    fn from_gguf_bpe(gguf: &GgufFile) -> Result<Self> {
         let tokens = string_array(gguf, "tokenizer.ggml.tokens")?;
         let merges = string_array(gguf, "tokenizer.ggml.merges")?
             .into_iter()
@@ -111,14 +144,7 @@ impl Tokenizer {
         let mut plain = with_specials.clone();
         plain.set_encode_special_tokens(true);
         let token_bytes = token_byte_table(&with_specials);
-        let mut eog_tokens: Vec<u32> = eos_token.into_iter().collect();
-        for name in END_OF_TURN_NAMES {
-            if let Some(id) = with_specials.token_to_id(name) {
-                if !eog_tokens.contains(&id) {
-                    eog_tokens.push(id);
-                }
-            }
-        }
+        let eog_tokens = end_of_generation(eos_token, |name| with_specials.token_to_id(name));
         let encoder = Encoder::Hf { with_specials: Box::new(with_specials), plain: Box::new(plain) };
         Ok(Self { encoder, token_bytes, bos_token, eos_token, add_bos, eog_tokens })
     }
@@ -137,6 +163,7 @@ impl Tokenizer {
         match &self.encoder {
             Encoder::Hf { with_specials, .. } => with_specials.token_to_id(name),
             Encoder::Tiktoken(bpe) => bpe.special(name),
+            Encoder::Spm(vocab) => vocab.id(name),
         }
     }
 
@@ -145,12 +172,15 @@ impl Tokenizer {
     }
 
     /// `special`: parse special-token text (as a rendered chat template needs); otherwise all
-    /// input is plain text. `add_bos`: prepend BOS when the model has one.
+    /// input is plain text. `add_bos`: prepend BOS when the model has one, unless the text
+    /// already starts with it (chat templates such as Gemma's write `{{ bos_token }}` themselves,
+    /// and a doubled BOS is a prompt the model never saw in training).
     pub fn encode(&self, text: &str, special: bool, add_bos: bool) -> Result<Vec<u32>> {
         let mut ids = Vec::new();
         if add_bos {
             ids.extend(self.bos_token);
         }
+        let start = ids.len();
         match &self.encoder {
             Encoder::Hf { with_specials, plain } => {
                 let tok = if special { with_specials } else { plain };
@@ -159,6 +189,10 @@ impl Tokenizer {
             }
             Encoder::Tiktoken(bpe) if special => ids.extend(bpe.encode_with_specials(text)?),
             Encoder::Tiktoken(bpe) => ids.extend(bpe.encode_ordinary(text)?),
+            Encoder::Spm(vocab) => ids.extend(vocab.encode(text, special)?),
+        }
+        if start == 1 && ids.get(1) == ids.first() {
+            ids.remove(0);
         }
         Ok(ids)
     }
@@ -189,16 +223,35 @@ impl Tokenizer {
         (bytes, offsets)
     }
 
+    /// Whole-text decoding. For a SentencePiece vocabulary that prefixes a space when encoding,
+    /// the first token's leading space is that prefix and is dropped, as llama.cpp's detokenize does.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        Ok(String::from_utf8_lossy(&self.decode_bytes(ids)?).into_owned())
+        let mut bytes = self.decode_bytes(ids)?;
+        let first_starts_with_space = ids.first().and_then(|&id| self.token_bytes.get(id as usize)?.first()) == Some(&b' ');
+        if matches!(&self.encoder, Encoder::Spm(v) if v.add_space_prefix()) && first_starts_with_space {
+            bytes.remove(0);
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     pub fn token_text(&self, id: u32) -> Option<String> {
         match &self.encoder {
             Encoder::Hf { with_specials, .. } => with_specials.id_to_token(id),
             Encoder::Tiktoken(_) => self.token_bytes.get(id as usize).map(|b| String::from_utf8_lossy(b).into_owned()),
+            Encoder::Spm(vocab) => vocab.piece(id).map(str::to_owned),
         }
     }
+}
+
+/// Tokens that end generation: EOS plus the known end-of-turn tokens the vocabulary has.
+fn end_of_generation(eos: Option<u32>, lookup: impl Fn(&str) -> Option<u32>) -> Vec<u32> {
+    let mut eog: Vec<u32> = eos.into_iter().collect();
+    for id in END_OF_TURN_NAMES.iter().filter_map(|name| lookup(name)) {
+        if !eog.contains(&id) {
+            eog.push(id);
+        }
+    }
+    eog
 }
 
 fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
@@ -234,6 +287,18 @@ fn string_array(gguf: &GgufFile, key: &str) -> Result<Vec<String>> {
     }
 }
 
+/// A numeric array, one entry per token; empty when the key is absent (it is optional in GGUF).
+fn number_array<T>(gguf: &GgufFile, key: &str, convert: impl Fn(&Value) -> Option<T>) -> Result<Vec<T>> {
+    match gguf.meta(key) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| convert(v).ok_or_else(|| Error::corrupt(format!("'{key}' holds a value of the wrong type"))))
+            .collect(),
+        Some(_) => Err(Error::corrupt(format!("GGUF metadata '{key}' must be an array"))),
+    }
+}
+
 /// `"<s>"` or `{"content": "<s>", ...}` as tokenizer_config.json spells special tokens.
 fn token_name(v: Option<&serde_json::Value>) -> Option<String> {
     match v? {
@@ -261,10 +326,8 @@ fn token_byte_table(tok: &tokenizers::Tokenizer) -> Vec<Vec<u8>> {
                 let mapped: Option<Vec<u8>> = piece.chars().map(|c| unicode_to_byte.get(&c).copied()).collect();
                 return mapped.unwrap_or_else(|| piece.into_bytes());
             }
-            if let Some(hex) = piece.strip_prefix("<0x").and_then(|p| p.strip_suffix('>')) {
-                if let Ok(b) = u8::from_str_radix(hex, 16) {
-                    return vec![b];
-                }
+            if let Some(b) = spm::parse_byte_piece(&piece) {
+                return vec![b];
             }
             piece.replace('\u{2581}', " ").into_bytes()
         })

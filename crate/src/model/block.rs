@@ -17,6 +17,12 @@ pub struct Block<L> {
     pub gate: L,
     pub up: L,
     pub down: L,
+    /// Gemma 3's per-head query and key norms, over head_dim (`BlockVariant::qk_norm`).
+    pub q_norm: Option<Tensor>,
+    pub k_norm: Option<Tensor>,
+    /// Gemma's norms of the attention and MLP outputs (`BlockVariant::post_norms`).
+    pub post_attn_norm: Option<Tensor>,
+    pub post_ffn_norm: Option<Tensor>,
 }
 
 /// How a backend loads one tensor of a layer: `linear(src, name, out, in, with_bias)` for the
@@ -41,6 +47,24 @@ impl<L> Block<L> {
         let down = linear(src, "ffn_down", h, ff, false)?;
         let attn_norm = (with.norm)(src, &format!("{p}.attn_norm.weight"), h)?;
         let ffn_norm = (with.norm)(src, &format!("{p}.ffn_norm.weight"), h)?;
-        Ok(Self { attn_norm, q, k, v, o, ffn_norm, gate, up, down })
+        let mut optional = |wanted: bool, name: &str, dim: usize| -> Result<Option<Tensor>> {
+            wanted.then(|| (with.norm)(src, &format!("{p}.{name}.weight"), dim)).transpose()
+        };
+        let (qk, post) = (cfg.variant.qk_norm, cfg.variant.post_norms);
+        Ok(Self {
+            q_norm: optional(qk, "attn_q_norm", cfg.head_dim)?,
+            k_norm: optional(qk, "attn_k_norm", cfg.head_dim)?,
+            post_attn_norm: optional(post, "post_attention_norm", h)?,
+            post_ffn_norm: optional(post, "post_ffw_norm", h)?,
+            attn_norm,
+            q,
+            k,
+            v,
+            o,
+            ffn_norm,
+            gate,
+            up,
+            down,
+        })
     }
 }

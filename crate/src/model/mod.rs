@@ -10,7 +10,7 @@ use candle_core::{Module, Tensor};
 use rayon::prelude::*;
 
 use crate::attention::{self, AttentionShape, TokenSlot};
-use crate::config::ModelConfig;
+use crate::config::{Activation, ModelConfig};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv_cache::{KvCache, KvType};
 use crate::matmul::{Activations, QuantMatrix, RowRuns};
@@ -103,15 +103,37 @@ impl Linear {
     }
 }
 
-/// SwiGLU's `silu(gate) · up`, in place of `gate`; split over the pool, since a 512-token
-/// prefill takes 0.8M exponentials per layer (7% of its time when they ran on one thread with
-/// libm's `expf`; the polynomial vectorizes).
-fn silu_times(mut gate: Vec<f32>, up: &[f32]) -> Vec<f32> {
+/// The gated MLP's `act(gate) · up`, in place of `gate`; split over the pool, since a
+/// 512-token prefill takes 0.8M exponentials per layer (7% of its time when they ran on one
+/// thread with libm's `expf`; the polynomial vectorizes). Both activations are `x · σ(a(x))`:
+/// SiLU with `a(x) = x`, and tanh-GELU, `x/2 · (1 + tanh(y))`, is `x · σ(2y)` with
+/// `y = sqrt(2/π) (x + 0.044715 x³)`, so neither needs a tanh.
+fn gated(activation: Activation, mut gate: Vec<f32>, up: &[f32]) -> Vec<f32> {
     const CHUNK: usize = 16 * 1024;
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let arg = match activation {
+        Activation::Silu => |x: f32| x,
+        Activation::GeluTanh => |x: f32| 2.0 * SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x),
+    };
     gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
-        g.iter_mut().zip(u).for_each(|(g, &u)| *g = *g / (1.0 + attention::exp(-*g)) * u);
+        g.iter_mut().zip(u).for_each(|(g, &u)| *g = *g / (1.0 + attention::exp(-arg(*g))) * u);
     });
     gate
+}
+
+/// RMSNorm of each `width`-wide piece of `x` (Gemma 3's per-head query and key norms).
+fn norm_pieces(x: Vec<f32>, weight: &Tensor, width: usize, eps: f32) -> Result<Vec<f32>> {
+    let n = x.len() / width;
+    let t = Tensor::from_vec(x, (n, width), weight.device())?;
+    Ok(candle_nn::ops::rms_norm(&t, weight, eps)?.flatten_all()?.to_vec1::<f32>()?)
+}
+
+/// A sub-layer's output, through its post-norm where the block has one (Gemma).
+fn post_norm(y: Tensor, norm: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    Ok(match norm {
+        Some(w) => candle_nn::ops::rms_norm(&y, w, eps)?,
+        None => y,
+    })
 }
 
 /// Per-pass bookkeeping shared by every layer.
@@ -120,6 +142,8 @@ struct Step {
     /// (row, first packed index, token count, row length before this pass)
     spans: Vec<(usize, usize, usize, usize)>,
     angles: RopeAngles,
+    /// The same positions rotated with the windowed layers' base, where it differs.
+    local_angles: Option<RopeAngles>,
     /// Each row's sequence decides its matmul road (see `RowRuns`).
     runs: RowRuns,
 }
@@ -157,6 +181,8 @@ pub struct Model {
     norm: Tensor,
     lm_head: Linear,
     rope: Rope,
+    /// Windowed layers' rotation, where their base differs (Gemma 3).
+    local_rope: Option<Rope>,
     pub stats: ModelStats,
 }
 
@@ -186,7 +212,8 @@ impl Model {
         let lm_head = Linear::new(lm_head, None, activations)?;
         progress(1.0);
         let rope = Rope::new(&config);
-        Ok(Self { config, embed, blocks, norm, lm_head, rope, stats: ModelStats::default() })
+        let local_rope = config.variant.local_rope_theta.map(|theta| Rope::with_base(&config, theta));
+        Ok(Self { config, embed, blocks, norm, lm_head, rope, local_rope, stats: ModelStats::default() })
     }
 
     /// A cache for this model with `batch` rows and room for `capacity` positions per row.
@@ -282,35 +309,56 @@ impl Model {
         cache.ensure_capacity(needed)?;
         let positions: Vec<usize> = slots.iter().map(|s| s.pos).collect();
         let angles = self.rope.angles(&positions);
+        let local_angles = self.local_rope.as_ref().map(|r| r.angles(&positions));
         let runs = RowRuns::for_sequences(spans.iter().map(|&(_, _, len, _)| len));
-        Ok(Step { slots, spans, angles, runs })
+        Ok(Step { slots, spans, angles, local_angles, runs })
     }
 
     fn embed(&self, ids: &[u32]) -> Result<Tensor> {
-        Ok(match &self.embed {
+        let x = match &self.embed {
             Weight::Quantized(q) => q.embedding(&Tensor::new(ids, &candle_core::Device::Cpu)?)?,
             Weight::Dense(t) => t.index_select(&Tensor::new(ids, t.device())?, 0)?,
+        };
+        Ok(match self.config.variant.embed_scale {
+            Some(scale) => (x * scale as f64)?,
+            None => x,
         })
+    }
+
+    /// The rotation of layer `layer`: windowed layers take the local base where there is one.
+    fn rope_for<'a>(&'a self, layer: usize, step: &'a Step) -> (&'a Rope, &'a RopeAngles) {
+        match (self.config.variant.window(layer), &self.local_rope, &step.local_angles) {
+            (Some(_), Some(rope), Some(angles)) => (rope, angles),
+            _ => (&self.rope, &step.angles),
+        }
     }
 
     fn block_forward(&self, b: &Block<Linear>, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
         let cfg = &self.config;
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
         let [mut q, mut k, v] = Linear::forward_group([&b.q, &b.k, &b.v], &h, &step.runs)?;
-        self.rope.apply(&mut q, cfg.n_heads, &step.angles);
-        self.rope.apply(&mut k, cfg.n_kv_heads, &step.angles);
+        if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
+            q = norm_pieces(q, qn, cfg.head_dim, cfg.rms_norm_eps)?;
+            k = norm_pieces(k, kn, cfg.head_dim, cfg.rms_norm_eps)?;
+        }
+        let (rope, angles) = self.rope_for(layer, step);
+        rope.apply(&mut q, cfg.n_heads, angles);
+        rope.apply(&mut k, cfg.n_kv_heads, angles);
+        if let Some(s) = cfg.variant.query_scale {
+            q.iter_mut().for_each(|x| *x *= s);
+        }
         let kvd = cfg.kv_dim();
         for &(row, start, len, before) in &step.spans {
             let span = start * kvd..(start + len) * kvd;
             cache.write(layer, row, before, &k[span.clone()], &v[span]);
         }
-        let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: None };
+        let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: cfg.variant.window(layer) };
         let attn = attention::attend(cache, layer, &step.slots, &q, &shape, cancel);
         let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
-        let x = (x + b.o.forward(&attn, &step.runs)?)?;
+        let x = (x + post_norm(b.o.forward(&attn, &step.runs)?, b.post_attn_norm.as_ref(), cfg.rms_norm_eps)?)?;
         let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
         let [gate, up] = Linear::forward_group([&b.gate, &b.up], &h, &step.runs)?;
-        let mlp = Tensor::from_vec(silu_times(gate, &up), (step.slots.len(), cfg.intermediate_size), x.device())?;
-        Ok((x + b.down.forward(&mlp, &step.runs)?)?)
+        let mlp = Tensor::from_vec(gated(cfg.variant.activation, gate, &up), (step.slots.len(), cfg.intermediate_size), x.device())?;
+        Ok((x + post_norm(b.down.forward(&mlp, &step.runs)?, b.post_ffn_norm.as_ref(), cfg.rms_norm_eps)?)?)
     }
 }

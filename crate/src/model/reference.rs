@@ -6,7 +6,7 @@
 use candle_core::{DType, Device, Tensor, D};
 
 use super::{Block, Linear, Model};
-use crate::config::RopeStyle;
+use crate::config::{Activation, RopeStyle};
 use crate::error::{Error, Result};
 
 impl Model {
@@ -15,22 +15,28 @@ impl Model {
         if tokens.is_empty() || tokens.len() > self.config.context_length {
             return Err(Error::invalid("reference forward needs 1..=context_length tokens"));
         }
-        let (cos, sin) = self.reference_rope_tables(tokens.len())?;
+        let global = self.reference_rope_tables(tokens.len(), self.config.rope_theta)?;
+        let local = match self.config.variant.local_rope_theta {
+            Some(theta) => self.reference_rope_tables(tokens.len(), theta)?,
+            None => global.clone(),
+        };
         let mut x = self.embed(tokens)?;
-        for block in &self.blocks {
-            x = self.reference_block(block, &x, &cos, &sin)?;
+        for (layer, block) in self.blocks.iter().enumerate() {
+            let window = self.config.variant.window(layer);
+            let (cos, sin) = if window.is_some() { &local } else { &global };
+            x = self.reference_block(block, &x, cos, sin, window)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
         let logits = self.lm_head.forward_reference(&x)?;
         Ok(logits.flatten_all()?.to_vec1::<f32>()?)
     }
 
-    fn reference_rope_tables(&self, len: usize) -> Result<(Tensor, Tensor)> {
+    fn reference_rope_tables(&self, len: usize, theta: f32) -> Result<(Tensor, Tensor)> {
         let cfg = &self.config;
         let half = cfg.head_dim / 2;
         let inv: Vec<f32> = (0..half)
             .map(|i| {
-                let f = 1.0 / (cfg.rope_theta as f64).powf((2 * i) as f64 / cfg.head_dim as f64);
+                let f = 1.0 / (theta as f64).powf((2 * i) as f64 / cfg.head_dim as f64);
                 (f / cfg.rope_freq_factors.get(i).copied().unwrap_or(1.0) as f64) as f32
             })
             .collect();
@@ -40,7 +46,7 @@ impl Model {
         Ok((angles.cos()?, angles.sin()?))
     }
 
-    fn reference_block(&self, b: &Block<Linear>, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    fn reference_block(&self, b: &Block<Linear>, x: &Tensor, cos: &Tensor, sin: &Tensor, window: Option<usize>) -> Result<Tensor> {
         let cfg = &self.config;
         let t = x.dim(0)?;
         let heads = |y: Tensor, n: usize| -> Result<Tensor> {
@@ -52,9 +58,19 @@ impl Model {
                 RopeStyle::HalfSplit => candle_nn::rotary_emb::rope(y, cos, sin)?,
             })
         };
-        let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
-        let q = rope(&heads(b.q.forward_reference(&h)?, cfg.n_heads)?)?;
-        let k = rope(&heads(b.k.forward_reference(&h)?, cfg.n_kv_heads)?)?;
+        let eps = cfg.rms_norm_eps;
+        // Gemma 3's per-head norms sit between the projection and the rotation.
+        let head_norm = |y: Tensor, w: &Option<Tensor>| -> Result<Tensor> {
+            Ok(match w {
+                Some(w) => candle_nn::ops::rms_norm(&y, w, eps)?,
+                None => y,
+            })
+        };
+        let post_norm = |y: Tensor, w: &Option<Tensor>| head_norm(y, w);
+        let h = candle_nn::ops::rms_norm(x, &b.attn_norm, eps)?;
+        let q = rope(&head_norm(heads(b.q.forward_reference(&h)?, cfg.n_heads)?, &b.q_norm)?)?;
+        let q = (q * cfg.variant.query_scale.unwrap_or(1.0) as f64)?;
+        let k = rope(&head_norm(heads(b.k.forward_reference(&h)?, cfg.n_kv_heads)?, &b.k_norm)?)?;
         let v = heads(b.v.forward_reference(&h)?, cfg.n_kv_heads)?;
         let group = cfg.n_heads / cfg.n_kv_heads;
         let repeat = |y: Tensor| -> Result<Tensor> {
@@ -62,13 +78,21 @@ impl Model {
         };
         let (k, v) = (repeat(k)?, repeat(v)?);
         let scores = (q.matmul(&k.t()?)? / (cfg.head_dim as f64).sqrt())?;
-        let mask: Vec<f32> = (0..t * t).map(|i| if i % t > i / t { f32::NEG_INFINITY } else { 0.0 }).collect();
+        // Query i sees keys j with i - window <= j <= i.
+        let hidden = |i: usize, j: usize| j > i || window.is_some_and(|w| i - j > w);
+        let mask: Vec<f32> = (0..t * t).map(|n| if hidden(n / t, n % t) { f32::NEG_INFINITY } else { 0.0 }).collect();
         let mask = Tensor::from_vec(mask, (t, t), &Device::Cpu)?;
         let probs = candle_nn::ops::softmax(&scores.broadcast_add(&mask)?, D::Minus1)?;
         let attn = probs.matmul(&v)?.transpose(1, 2)?.reshape((t, cfg.q_dim()))?;
-        let x = (x + b.o.forward_reference(&attn)?)?;
-        let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
-        let mlp = (candle_nn::ops::silu(&b.gate.forward_reference(&h)?)? * b.up.forward_reference(&h)?)?;
-        Ok((x + b.down.forward_reference(&mlp)?)?)
+        let x = (x + post_norm(b.o.forward_reference(&attn)?, &b.post_attn_norm)?)?;
+        let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, eps)?;
+        let gate = b.gate.forward_reference(&h)?;
+        // candle's `gelu` is the tanh approximation, Gemma's `gelu_pytorch_tanh`.
+        let gate = match cfg.variant.activation {
+            Activation::Silu => candle_nn::ops::silu(&gate)?,
+            Activation::GeluTanh => gate.gelu()?,
+        };
+        let mlp = (gate * b.up.forward_reference(&h)?)?;
+        Ok((x + post_norm(b.down.forward_reference(&mlp)?, &b.post_ffn_norm)?)?)
     }
 }

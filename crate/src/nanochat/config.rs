@@ -82,6 +82,7 @@ impl GptConfig {
             rope_freq_factors: Vec::new(),
             context_length: self.sequence_len * ROPE_POSITIONS_PER_SEQ,
             tie_word_embeddings: false,
+            variant: crate::config::BlockVariant::default(),
         };
         base.validate()?;
         Ok(NanochatConfig {
