@@ -36,6 +36,7 @@ fn config(n_layers: usize) -> ModelConfig {
         rope_freq_factors: Vec::new(),
         context_length: 8192,
         tie_word_embeddings: true,
+        variant: Default::default(),
     }
 }
 

@@ -98,6 +98,7 @@ fn config_with(n_layers: usize, n_kv_heads: usize, head_dim: usize, context_leng
         rope_freq_factors: Vec::new(),
         context_length,
         tie_word_embeddings: true,
+        variant: Default::default(),
     }
 }
 

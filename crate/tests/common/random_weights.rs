@@ -80,6 +80,7 @@ pub fn smollm_shape(vocab_size: usize) -> ModelConfig {
         rope_freq_factors: Vec::new(),
         context_length: 2048,
         tie_word_embeddings: true,
+        variant: Default::default(),
     }
 }
 
@@ -102,5 +103,6 @@ pub fn llama_1b_shape() -> ModelConfig {
         rope_freq_factors: Vec::new(),
         context_length: 8192,
         tie_word_embeddings: true,
+        variant: Default::default(),
     }
 }
