@@ -3,7 +3,7 @@
 import test from 'ava'
 
 import { Model } from '../index.js'
-import { compare, fixture, teacherForced } from './llamaCppAgreement.js'
+import { compare, crossReference, fixture, teacherForced } from './llamaCppAgreement.js'
 import { modelPath } from './models.js'
 
 test.serial('F32: the first 64 greedy tokens equal llama.cpp for at least 9 of 10 prompts; differences are near-ties', async (t) => {
@@ -53,6 +53,10 @@ for (const activations of ['f32', 'q8'] as const) {
     const { agree, steps, clear } = await teacherForced(model, fx, true)
     for (const c of clear) t.log(`clear disagreement: ${c}`)
     t.log(`Q8_0 ${activations} teacher-forced: ${agree}/${steps} steps choose llama.cpp's token`)
+    const results = await compare(model, fx)
+    const { builds, oursRaw, raw } = crossReference(fx, 'llamacpp-raw-greedy-q8_0.json', results)
+    const identical = results.filter((r) => r.agreed === fx.tokens).length
+    t.log(`free-running ${fx.tokens} tokens: ${identical}/10 identical with ${fx.generator}, ${oursRaw}/10 with ${raw.generator}; the two llama.cpp builds: ${builds}/10`)
     t.true(clear.length <= 0.01 * steps, `${clear.length}/${steps} steps are clear disagreements`)
     t.true(agree >= 0.93 * steps)
     model.dispose()

@@ -26,6 +26,28 @@ export function probabilityGap(row: Float32Array, a: number, b: number): number 
 
 export const fixture = (name: string): Fixture => JSON.parse(readFileSync(join(root, '__test__', 'fixtures', name), 'utf8')) as Fixture
 
+/** A second llama.cpp build's greedy tokens for a fixture's prompts (scripts/make-raw-greedy.ts). */
+export interface RawFixture {
+  generator: string
+  tokens: number
+  prompts: { name: string; greedyTokens: number[] }[]
+}
+
+/** How many of the fixture's prompts `runs` (by prompt name) follow for all of its tokens. */
+export function identicalRuns(fx: Fixture, runs: Map<string, number[]>): number {
+  return fx.prompts.filter((p) => p.greedyTokens.every((token, i) => runs.get(p.name)?.[i] === token)).length
+}
+
+/** Logs how often the two llama.cpp builds agree with each other and with us: on a quantized model
+ * the builds' own rounding differs, which bounds how often any third engine can match either. */
+export function crossReference(fx: Fixture, rawName: string, results: Agreement[]): { builds: number; oursRaw: number; raw: RawFixture } {
+  const raw = JSON.parse(readFileSync(join(root, '__test__', 'fixtures', rawName), 'utf8')) as RawFixture
+  const rawRuns = new Map(raw.prompts.map((p) => [p.name, p.greedyTokens]))
+  const ours = new Map(results.map((r) => [r.name, r.tokens]))
+  const asRaw: Fixture = { ...fx, prompts: fx.prompts.map((p) => ({ ...p, greedyTokens: rawRuns.get(p.name) ?? [] })) }
+  return { builds: identicalRuns(fx, rawRuns), oursRaw: identicalRuns(asRaw, ours), raw }
+}
+
 export interface Agreement {
   name: string
   /** Leading tokens identical to llama.cpp's. */
@@ -34,6 +56,8 @@ export interface Agreement {
   gap?: number
   /** Our token at the first difference. */
   ours?: number
+  /** Our free-running tokens. */
+  tokens: number[]
 }
 
 export async function compare(model: Model, fx: Fixture): Promise<Agreement[]> {
@@ -45,13 +69,13 @@ export async function compare(model: Model, fx: Fixture): Promise<Agreement[]> {
     let agreed = 0
     while (agreed < fx.tokens && row.tokens[agreed] === p.greedyTokens[agreed]) agreed++
     if (agreed === fx.tokens) {
-      out.push({ name: p.name, agreed })
+      out.push({ name: p.name, agreed, tokens: row.tokens })
       continue
     }
     const cache = model.createCache(1, p.promptTokens.length + agreed + 1)
     const { logits } = await model.forward(cache, [p.promptTokens.concat(p.greedyTokens.slice(0, agreed))])
     cache.dispose()
-    out.push({ name: p.name, agreed, gap: logits[row.tokens[agreed]] - logits[p.greedyTokens[agreed]], ours: row.tokens[agreed] })
+    out.push({ name: p.name, agreed, gap: logits[row.tokens[agreed]] - logits[p.greedyTokens[agreed]], ours: row.tokens[agreed], tokens: row.tokens })
   }
   return out
 }
