@@ -47,6 +47,13 @@ export function u32Entry(key: string, v: number): OutEntry {
   return { key, raw }
 }
 
+export function f32Entry(key: string, v: number): OutEntry {
+  const raw = Buffer.alloc(8)
+  raw.writeUInt32LE(6, 0)
+  raw.writeFloatLE(v, 4)
+  return { key, raw }
+}
+
 export function stringEntry(key: string, s: string): OutEntry {
   const type = Buffer.alloc(4)
   type.writeUInt32LE(8)

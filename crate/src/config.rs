@@ -24,6 +24,8 @@ pub enum RopeStyle {
 pub enum Architecture {
     Llama,
     Qwen2,
+    /// Qwen3 dense models: Qwen2's block without the QKV bias, with per-head query and key norms.
+    Qwen3,
     /// karpathy/nanochat's GPT (crate::nanochat), loaded from its own checkpoint format only.
     Nanochat,
     /// Google's Gemma 3 text models: the Llama block with the departures in `BlockVariant`,
@@ -36,10 +38,11 @@ impl Architecture {
         match name {
             "llama" | "LlamaForCausalLM" | "mistral" | "MistralForCausalLM" => Ok(Self::Llama),
             "qwen2" | "Qwen2ForCausalLM" => Ok(Self::Qwen2),
+            "qwen3" | "Qwen3ForCausalLM" => Ok(Self::Qwen3),
             "gemma3" => Ok(Self::Gemma3),
             other => Err(Error::unsupported(format!(
                 "unsupported model architecture '{other}': kvengine runs Llama-family \
-                 (SmolLM2, TinyLlama, Llama 3.x), Qwen2/2.5 and Gemma 3 (GGUF) models"
+                 (SmolLM2, TinyLlama, Llama 3.x), Qwen2/2.5, Qwen3 and Gemma 3 (GGUF) models"
             ))),
         }
     }
@@ -64,7 +67,8 @@ pub enum Activation {
 pub struct BlockVariant {
     /// Gemma scales the token embeddings by sqrt(hidden_size) before the first layer.
     pub embed_scale: Option<f32>,
-    /// Gemma 3 RMS-normalises each query and key head (`attn_q_norm`, `attn_k_norm`) before RoPE.
+    /// Gemma 3 and Qwen3 RMS-normalise each query and key head (`attn_q_norm`, `attn_k_norm`)
+    /// before RoPE.
     pub qk_norm: bool,
     /// Gemma normalises each sub-layer's output (`post_attention_norm`, `post_ffw_norm`) before
     /// adding it to the residual stream.
@@ -102,6 +106,11 @@ impl BlockVariant {
             local_rope_theta: Some(10_000.0),
             query_scale,
         })
+    }
+
+    /// Qwen3: Llama's block with query and key norms (its missing QKV bias is the architecture's).
+    pub fn qwen3() -> Self {
+        Self { qk_norm: true, ..Self::default() }
     }
 
     /// Layer `layer`'s sliding window, `None` when it attends to the whole context.
@@ -255,7 +264,7 @@ impl HfConfig {
             rope_freq_factors: Vec::new(),
             context_length: self.max_position_embeddings.unwrap_or(2048),
             tie_word_embeddings: self.tie_word_embeddings,
-            variant: BlockVariant::default(),
+            variant: if architecture == Architecture::Qwen3 { BlockVariant::qwen3() } else { BlockVariant::default() },
         };
         cfg.validate()?;
         // Only now is head_dim known to be sane enough to size the factor table by.

@@ -104,6 +104,7 @@ impl GgufFile {
                 let window = self.required(&key("attention.sliding_window"), MAX_CONTEXT)?;
                 BlockVariant::gemma3(hidden_size, n_layers, n_heads, head_dim, window)?
             }
+            Architecture::Qwen3 => BlockVariant::qwen3(),
             Architecture::Llama | Architecture::Qwen2 | Architecture::Nanochat => BlockVariant::default(),
         };
         let cfg = ModelConfig {
@@ -119,8 +120,8 @@ impl GgufFile {
             rope_theta: self.meta_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_style: match architecture {
                 Architecture::Llama => RopeStyle::Interleaved,
-                // llama.cpp rotates Gemma 3 NeoX-style, as Qwen2.
-                Architecture::Qwen2 | Architecture::Nanochat | Architecture::Gemma3 => RopeStyle::HalfSplit,
+                // llama.cpp rotates Qwen and Gemma 3 NeoX-style.
+                Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Nanochat | Architecture::Gemma3 => RopeStyle::HalfSplit,
             },
             rope_freq_factors,
             context_length: self.required(&key("context_length"), MAX_CONTEXT)?,

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use crate::any_model::LanguageModel;
-use crate::chat_template::ChatTemplate;
-use crate::config::ModelConfig;
+use crate::chat_template::{ChatTemplate, GEMMA_TURNS};
+use crate::config::{Architecture, ModelConfig};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::gguf::GgufFile;
 use crate::nanochat::checkpoint::{self, TensorMap};
@@ -53,7 +53,8 @@ fn load_gguf(path: &Path, placement: Placement, progress: &mut dyn FnMut(f64)) -
     let config = file.config()?;
     let tokenizer = Tokenizer::from_gguf(&file)?;
     let name = |id: Option<u32>| id.and_then(|i| tokenizer.token_text(i)).unwrap_or_default();
-    let chat_template = match file.meta_str("tokenizer.chat_template") {
+    let builtin = (config.architecture == Architecture::Gemma3).then_some(GEMMA_TURNS);
+    let chat_template = match file.meta_str("tokenizer.chat_template").or(builtin) {
         Some(src) => Some(ChatTemplate::new(src, name(tokenizer.bos_token), name(tokenizer.eos_token))?),
         None => None,
     };

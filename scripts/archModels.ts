@@ -1,0 +1,131 @@
+// Random-weight F32 GGUFs of the architectures kvengine runs beside Llama, each with the real
+// layer shape of a published model (hidden size, heads, KV heads, head size, FFN width, RoPE base,
+// norm epsilon, biases and norms) but two layers and SmolLM2's 49152-token vocabulary (copied
+// from its GGUF so llama.cpp can load the file) and an untied output matrix. The weights come from a seeded generator and
+// plain arithmetic only, so every machine writes the same bytes: the committed llama.cpp
+// fixture (scripts/make-arch-fixtures.ts) and the test (__test__/architectures.spec.ts) see one
+// file. Cached under models/; idempotent.
+import { existsSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+import { readGgufHeader } from '../benches/lib/ggufRead.js'
+import { f32Entry, GGML_F32, stringEntry, u32Entry, writeGgufStreaming, type OutEntry, type OutTensor } from '../benches/lib/ggufWrite.js'
+
+export interface ArchShape {
+  arch: 'qwen2' | 'qwen3'
+  /** The published model whose layer this is. */
+  like: string
+  hidden: number
+  heads: number
+  kvHeads: number
+  headDim: number
+  ffn: number
+  ropeBase: number
+  eps: number
+  qkvBias: boolean
+  qkNorm: boolean
+}
+
+export const ARCH_SHAPES: Record<string, ArchShape> = {
+  qwen2: { arch: 'qwen2', like: 'Qwen2.5-0.5B', hidden: 896, heads: 14, kvHeads: 2, headDim: 64, ffn: 4864, ropeBase: 1e6, eps: 1e-6, qkvBias: true, qkNorm: false },
+  qwen3: { arch: 'qwen3', like: 'Qwen3-0.6B', hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, ffn: 3072, ropeBase: 1e6, eps: 1e-6, qkvBias: false, qkNorm: true },
+}
+
+const LAYERS = 2
+const VOCAB = 49152
+const CONTEXT = 4096
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+
+export const archModelPath = (name: string, type = 'F32') => join(root, 'models', `random-${name}.${type}.gguf`)
+
+/** A seeded stream of uniform numbers (xorshift32): integer steps only, identical everywhere. */
+function uniforms(seed: number): () => number {
+  let x = seed >>> 0 || 1
+  return () => {
+    x ^= x << 13
+    x >>>= 0
+    x ^= x >>> 17
+    x ^= x << 5
+    x >>>= 0
+    return x / 4294967296 - 0.5
+  }
+}
+
+/** Uniform weights with the given standard deviation around `mean`, each tensor its own seed. */
+function uniformFill(seed: number, std: number, mean = 0): OutTensor['fill'] {
+  const next = uniforms(seed)
+  const width = std * Math.sqrt(12)
+  return (buf) => {
+    for (let at = 0; at < buf.length; at += 4) buf.writeFloatLE(mean + width * next(), at)
+  }
+}
+
+function tensors(s: ArchShape): OutTensor[] {
+  let seed = 0x9e3779b9
+  const t = (name: string, dims: number[], std: number, mean = 0): OutTensor => ({ name, dims, type: GGML_F32, fill: uniformFill((seed = (seed + 0x6d2b79f5) >>> 0), std, mean) })
+  const q = s.heads * s.headDim
+  const kv = s.kvHeads * s.headDim
+  // An output matrix of its own (the published models tie it to the embedding): with tied random
+  // weights each token's own row scores highest and greedy runs repeat one token. Rows of std
+  // 0.1 spread the logits over a few units, so near-ties are rare and greedy runs test the
+  // arithmetic rather than coin flips. Projections get 1/sqrt(fan-in).
+  const out = [t('token_embd.weight', [s.hidden, VOCAB], 0.1), t('output.weight', [s.hidden, VOCAB], 0.1)]
+  for (let l = 0; l < LAYERS; l++) {
+    const p = `blk.${l}.`
+    out.push(t(`${p}attn_norm.weight`, [s.hidden], 0.1, 1))
+    out.push(t(`${p}attn_q.weight`, [s.hidden, q], 1 / Math.sqrt(s.hidden)))
+    out.push(t(`${p}attn_k.weight`, [s.hidden, kv], 1 / Math.sqrt(s.hidden)))
+    out.push(t(`${p}attn_v.weight`, [s.hidden, kv], 1 / Math.sqrt(s.hidden)))
+    if (s.qkvBias) out.push(t(`${p}attn_q.bias`, [q], 0.1), t(`${p}attn_k.bias`, [kv], 0.1), t(`${p}attn_v.bias`, [kv], 0.1))
+    if (s.qkNorm) out.push(t(`${p}attn_q_norm.weight`, [s.headDim], 0.1, 1), t(`${p}attn_k_norm.weight`, [s.headDim], 0.1, 1))
+    out.push(t(`${p}attn_output.weight`, [q, s.hidden], 1 / Math.sqrt(q)))
+    out.push(t(`${p}ffn_norm.weight`, [s.hidden], 0.1, 1))
+    out.push(t(`${p}ffn_gate.weight`, [s.hidden, s.ffn], 1 / Math.sqrt(s.hidden)))
+    out.push(t(`${p}ffn_up.weight`, [s.hidden, s.ffn], 1 / Math.sqrt(s.hidden)))
+    out.push(t(`${p}ffn_down.weight`, [s.ffn, s.hidden], 1 / Math.sqrt(s.ffn)))
+  }
+  out.push(t('output_norm.weight', [s.hidden], 0.1, 1))
+  return out
+}
+
+function metadata(s: ArchShape, tokenizerSource: string): OutEntry[] {
+  const a = s.arch
+  const tokenizer = readGgufHeader(tokenizerSource).entries.filter((e) => e.key.startsWith('tokenizer.') && e.key !== 'tokenizer.chat_template')
+  return [
+    stringEntry('general.architecture', a),
+    stringEntry('general.name', `kvengine random ${s.like} layer shape`),
+    u32Entry('general.file_type', 0),
+    u32Entry(`${a}.block_count`, LAYERS),
+    u32Entry(`${a}.context_length`, CONTEXT),
+    u32Entry(`${a}.embedding_length`, s.hidden),
+    u32Entry(`${a}.feed_forward_length`, s.ffn),
+    u32Entry(`${a}.attention.head_count`, s.heads),
+    u32Entry(`${a}.attention.head_count_kv`, s.kvHeads),
+    u32Entry(`${a}.attention.key_length`, s.headDim),
+    u32Entry(`${a}.attention.value_length`, s.headDim),
+    f32Entry(`${a}.rope.freq_base`, s.ropeBase),
+    f32Entry(`${a}.attention.layer_norm_rms_epsilon`, s.eps),
+    ...tokenizer,
+  ]
+}
+
+/** Writes (once) and returns the F32 file of `name`, tokenizer copied from `tokenizerSource`. */
+export function makeArchModel(name: string, tokenizerSource: string): string {
+  const out = archModelPath(name)
+  if (existsSync(out)) return out
+  const shape = ARCH_SHAPES[name]
+  if (!shape) throw new Error(`no random model named ${name}; known: ${Object.keys(ARCH_SHAPES).join(', ')}`)
+  let shown = -1
+  writeGgufStreaming(out, metadata(shape, tokenizerSource), tensors(shape), (f) => {
+    const pct = Math.floor(f * 4) * 25
+    if (pct !== shown) process.stderr.write(`random ${name}: ${(shown = pct)}%\n`)
+  })
+  return out
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const [tokenizerSource, ...names] = process.argv.slice(2)
+  if (!tokenizerSource) throw new Error('usage: archModels.ts <tokenizer-source.gguf> [name ...]')
+  for (const name of names.length ? names : Object.keys(ARCH_SHAPES)) console.log(makeArchModel(name, tokenizerSource))
+}

@@ -1,0 +1,76 @@
+// Golden fixtures for the architectures beside Llama, from raw llama.cpp (scripts/build-llama-cpp.sh):
+// each random-weight model of scripts/archModels.ts in F32 and quantized by llama.cpp's own
+// llama-quantize to Q4_K_M, fed one 64-token prompt of seeded ids, then 32 greedy steps. Per
+// logits row it keeps llama.cpp's top 8 (id, logit) and the log-sum-exp, enough to check our
+// logits and probabilities without committing whole rows. The Q4_K_M file stays in models/
+// with its SHA-256 in the fixture: the test needs llama.cpp's own quantization of it.
+//
+//   node --import=tsx scripts/make-arch-fixtures.ts [qwen2 qwen3 ...]
+import { execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+import { ARCH_SHAPES, archModelPath, makeArchModel } from './archModels.js'
+import { writeFixtureJson } from './fixtureJson.js'
+
+const PROMPT_TOKENS = 64
+const GREEDY = 32
+const TOP = 8
+const log = (msg: string) => process.stderr.write(`[make-arch-fixtures] ${msg}\n`)
+
+/** Seeded prompt ids below 49152 (xorshift32, as the weights). */
+function promptIds(seed: number, n = PROMPT_TOKENS, vocab = 49152): number[] {
+  let x = seed
+  return Array.from({ length: n }, () => {
+    x ^= x << 13
+    x >>>= 0
+    x ^= x >>> 17
+    x ^= x << 5
+    x >>>= 0
+    return x % vocab
+  })
+}
+
+function rowSummary(row: Float32Array): { top: [number, number][]; lse: number } {
+  const order = Array.from(row.keys()).sort((a, b) => row[b] - row[a]).slice(0, TOP)
+  let lse = 0
+  const max = row[order[0]]
+  for (const v of row) lse += Math.exp(v - max)
+  return { top: order.map((i) => [i, Number(row[i].toPrecision(7))]), lse: Number((max + Math.log(lse)).toPrecision(7)) }
+}
+
+const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex')
+
+const bin = execFileSync('bash', ['scripts/build-llama-cpp.sh'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim()
+const version = /VERSION=(\S+)/.exec(readFileSync('scripts/build-llama-cpp.sh', 'utf8'))?.[1]
+const tokenizerSource = join('models', 'SmolLM2-135M-Instruct.Q8_0.gguf')
+const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(ARCH_SHAPES)
+const work = mkdtempSync(join(tmpdir(), 'kvengine-arch-'))
+try {
+  for (const name of names) {
+    const f32 = makeArchModel(name, tokenizerSource)
+    const q4km = archModelPath(name, 'Q4_K_M')
+    if (!existsSync(q4km)) execFileSync(join(bin, 'llama-quantize'), [f32, q4km, 'Q4_K_M'], { stdio: ['ignore', 'ignore', 'inherit'] })
+    const prompt = promptIds(name.length * 7919 + 17)
+    writeFileSync(join(work, 'ids.txt'), prompt.join(' '))
+    const files = []
+    for (const [type, path] of [['F32', f32], ['Q4_K_M', q4km]] as const) {
+      const out = execFileSync(join(bin, 'llama-logits'), [path, join(work, 'ids.txt'), join(work, 'logits.bin'), '--kv', 'f32', '--generate', String(GREEDY)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+      const { vocab, rows, greedy } = JSON.parse(out) as { vocab: number; rows: number; greedy: number[] }
+      const all = new Float32Array(readFileSync(join(work, 'logits.bin')).buffer.slice(0))
+      const summaries = Array.from({ length: rows }, (_, r) => rowSummary(all.subarray(r * vocab, (r + 1) * vocab)))
+      files.push({ type, sha256: sha256(path), greedy, rows: summaries })
+      log(`${name} ${type}: ${rows} rows, greedy ${greedy.slice(0, 8).join(',')}...`)
+    }
+    writeFixtureJson(join('__test__', 'fixtures', `llamacpp-arch-${name}.json`), {
+      generator: `raw llama.cpp from llama-cpp-python ${version}'s sdist (llama-quantize Q4_K_M; F32 KV cache)`,
+      shape: ARCH_SHAPES[name],
+      prompt,
+      files,
+    }, log)
+  }
+} finally {
+  rmSync(work, { recursive: true, force: true })
+}
