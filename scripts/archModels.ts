@@ -1,6 +1,6 @@
 // Random-weight F32 GGUFs of the architectures kvengine runs beside Llama, each with the real
 // layer shape of a published model (hidden size, heads, KV heads, head size, FFN width, RoPE base,
-// norm epsilon, biases and norms) but two layers and SmolLM2's 49152-token vocabulary (copied
+// norm epsilon, biases, norms and fused matrices) but one or two layers and SmolLM2's 49152-token vocabulary (copied
 // from its GGUF so llama.cpp can load the file) and an untied output matrix. The weights come from a seeded generator and
 // plain arithmetic only, so every machine writes the same bytes: the committed llama.cpp
 // fixture (scripts/make-arch-fixtures.ts) and the test (__test__/architectures.spec.ts) see one
@@ -13,9 +13,10 @@ import { readGgufHeader } from '../benches/lib/ggufRead.js'
 import { f32Entry, GGML_F32, stringEntry, u32Entry, writeGgufStreaming, type OutEntry, type OutTensor } from '../benches/lib/ggufWrite.js'
 
 export interface ArchShape {
-  arch: 'qwen2' | 'qwen3'
+  arch: 'qwen2' | 'qwen3' | 'phi3'
   /** The published model whose layer this is. */
   like: string
+  layers: number
   hidden: number
   heads: number
   kvHeads: number
@@ -25,14 +26,17 @@ export interface ArchShape {
   eps: number
   qkvBias: boolean
   qkNorm: boolean
+  /** Phi-3 stores Q, K and V as one matrix `attn_qkv`, gate and up as one `ffn_up`. */
+  fused: boolean
 }
 
 export const ARCH_SHAPES: Record<string, ArchShape> = {
-  qwen2: { arch: 'qwen2', like: 'Qwen2.5-0.5B', hidden: 896, heads: 14, kvHeads: 2, headDim: 64, ffn: 4864, ropeBase: 1e6, eps: 1e-6, qkvBias: true, qkNorm: false },
-  qwen3: { arch: 'qwen3', like: 'Qwen3-0.6B', hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, ffn: 3072, ropeBase: 1e6, eps: 1e-6, qkvBias: false, qkNorm: true },
+  qwen2: { arch: 'qwen2', like: 'Qwen2.5-0.5B', layers: 2, hidden: 896, heads: 14, kvHeads: 2, headDim: 64, ffn: 4864, ropeBase: 1e6, eps: 1e-6, qkvBias: true, qkNorm: false, fused: false },
+  qwen3: { arch: 'qwen3', like: 'Qwen3-0.6B', layers: 2, hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, ffn: 3072, ropeBase: 1e6, eps: 1e-6, qkvBias: false, qkNorm: true, fused: false },
+  // One layer: a Phi-3-mini layer is 113M parameters, 450 MB in F32.
+  phi3: { arch: 'phi3', like: 'Phi-3-mini-4k', layers: 1, hidden: 3072, heads: 32, kvHeads: 32, headDim: 96, ffn: 8192, ropeBase: 1e4, eps: 1e-5, qkvBias: false, qkNorm: false, fused: true },
 }
 
-const LAYERS = 2
 const VOCAB = 49152
 const CONTEXT = 4096
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -71,18 +75,21 @@ function tensors(s: ArchShape): OutTensor[] {
   // 0.1 spread the logits over a few units, so near-ties are rare and greedy runs test the
   // arithmetic rather than coin flips. Projections get 1/sqrt(fan-in).
   const out = [t('token_embd.weight', [s.hidden, VOCAB], 0.1), t('output.weight', [s.hidden, VOCAB], 0.1)]
-  for (let l = 0; l < LAYERS; l++) {
+  for (let l = 0; l < s.layers; l++) {
     const p = `blk.${l}.`
     out.push(t(`${p}attn_norm.weight`, [s.hidden], 0.1, 1))
-    out.push(t(`${p}attn_q.weight`, [s.hidden, q], 1 / Math.sqrt(s.hidden)))
-    out.push(t(`${p}attn_k.weight`, [s.hidden, kv], 1 / Math.sqrt(s.hidden)))
-    out.push(t(`${p}attn_v.weight`, [s.hidden, kv], 1 / Math.sqrt(s.hidden)))
+    if (s.fused) out.push(t(`${p}attn_qkv.weight`, [s.hidden, q + 2 * kv], 1 / Math.sqrt(s.hidden)))
+    else {
+      out.push(t(`${p}attn_q.weight`, [s.hidden, q], 1 / Math.sqrt(s.hidden)))
+      out.push(t(`${p}attn_k.weight`, [s.hidden, kv], 1 / Math.sqrt(s.hidden)))
+      out.push(t(`${p}attn_v.weight`, [s.hidden, kv], 1 / Math.sqrt(s.hidden)))
+    }
     if (s.qkvBias) out.push(t(`${p}attn_q.bias`, [q], 0.1), t(`${p}attn_k.bias`, [kv], 0.1), t(`${p}attn_v.bias`, [kv], 0.1))
     if (s.qkNorm) out.push(t(`${p}attn_q_norm.weight`, [s.headDim], 0.1, 1), t(`${p}attn_k_norm.weight`, [s.headDim], 0.1, 1))
     out.push(t(`${p}attn_output.weight`, [q, s.hidden], 1 / Math.sqrt(q)))
     out.push(t(`${p}ffn_norm.weight`, [s.hidden], 0.1, 1))
-    out.push(t(`${p}ffn_gate.weight`, [s.hidden, s.ffn], 1 / Math.sqrt(s.hidden)))
-    out.push(t(`${p}ffn_up.weight`, [s.hidden, s.ffn], 1 / Math.sqrt(s.hidden)))
+    if (s.fused) out.push(t(`${p}ffn_up.weight`, [s.hidden, 2 * s.ffn], 1 / Math.sqrt(s.hidden)))
+    else out.push(t(`${p}ffn_gate.weight`, [s.hidden, s.ffn], 1 / Math.sqrt(s.hidden)), t(`${p}ffn_up.weight`, [s.hidden, s.ffn], 1 / Math.sqrt(s.hidden)))
     out.push(t(`${p}ffn_down.weight`, [s.ffn, s.hidden], 1 / Math.sqrt(s.ffn)))
   }
   out.push(t('output_norm.weight', [s.hidden], 0.1, 1))
@@ -94,9 +101,10 @@ function metadata(s: ArchShape, tokenizerSource: string): OutEntry[] {
   const tokenizer = readGgufHeader(tokenizerSource).entries.filter((e) => e.key.startsWith('tokenizer.') && e.key !== 'tokenizer.chat_template')
   return [
     stringEntry('general.architecture', a),
-    stringEntry('general.name', `kvengine random ${s.like} layer shape`),
+    // Not the published name: llama.cpp keys per-model tokenizer fixes on general.name ('phi3').
+    stringEntry('general.name', 'kvengine random weights'),
     u32Entry('general.file_type', 0),
-    u32Entry(`${a}.block_count`, LAYERS),
+    u32Entry(`${a}.block_count`, s.layers),
     u32Entry(`${a}.context_length`, CONTEXT),
     u32Entry(`${a}.embedding_length`, s.hidden),
     u32Entry(`${a}.feed_forward_length`, s.ffn),
