@@ -10,6 +10,6 @@ export interface DownloadProgress {
   resumedFrom: number
   /** Transfer rate of this run, bytes per second. */
   bytesPerSecond: number
-  /** True once, on the last call, when every byte is in. */
+  /** True once, on the last call: the download ended, complete (`received === total`) or broken off. */
   done: boolean
 }

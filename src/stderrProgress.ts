@@ -30,7 +30,7 @@ function describe(p: DownloadProgress): string {
   const pct = p.total ? ` (${Math.floor((p.received / p.total) * 100)}%)` : ''
   const of = p.total ? ` / ${formatBytes(p.total)}` : ''
   const resumed = p.resumedFrom > 0 ? `, resumed at ${formatBytes(p.resumedFrom)}` : ''
-  const verb = p.done ? 'downloaded' : 'downloading'
+  const verb = !p.done ? 'downloading' : p.total === undefined || p.received === p.total ? 'downloaded' : 'stopped'
   return `${verb} ${p.file}: ${formatBytes(p.received)}${of}${pct} at ${formatBytes(p.bytesPerSecond)}/s${resumed}`
 }
 
