@@ -8,6 +8,9 @@ export type KvEngineErrorCode =
   | 'DISPOSED' // the object was disposed
   | 'ABORTED' // the caller's AbortSignal fired
   | 'BUSY' // the cache is in use by another generation; retry once that one ends
+  | 'NOT_WRITABLE' // a folder kvengine must write to (the model cache) cannot be written
+  | 'DOWNLOAD_FAILED' // a model download failed (network, HTTP status); rerunning resumes it
+  | 'CHECKSUM_MISMATCH' // a downloaded file is not the one its source published; it was removed
   | 'INTERNAL' // a bug in kvengine; the message says what to report
 
 /** Every error kvengine throws on purpose is one of these. */

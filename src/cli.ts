@@ -8,9 +8,11 @@ import { parseArgs } from 'node:util'
 import type { ChatMessage } from './ChatMessage.js'
 import { convertGguf, type GgufTarget } from './convertGguf.js'
 import { defaultModelPath } from './defaultModelPath.js'
+import { downloadModel } from './downloadModel.js'
 import { Engine } from './Engine.js'
 import { KvEngineError } from './KvEngineError.js'
 import { Model } from './Model.js'
+import { parseModelSource } from './parseModelSource.js'
 import { serve as startServer } from './server/serve.js'
 
 const USAGE = `usage:
@@ -24,7 +26,10 @@ const USAGE = `usage:
 sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
 --activations q8|f32: what Q8_0/Q4_0 weights multiply: 8-bit activations, as llama.cpp does
   (the default on x86 CPUs without AMX, where results stay independent of batching), or f32.
--m defaults to SmolLM2-135M-Instruct (fetched on first use).
+-m: a .gguf file or model folder, hf:<owner>/<repo>:<quant> (e.g. :Q4_K_M), hf:<owner>/<repo>/<file.gguf>,
+  or an https:// URL; downloaded once (resuming if interrupted) into $KVENGINE_MODELS_DIR, else
+  $XDG_CACHE_HOME/kvengine, else ~/.cache/kvengine. Left out: SmolLM2-135M-Instruct (fetched on first use).
+  KVENGINE_HF_ENDPOINT points hf: at a mirror.
 
 serve: an API key (Bearer) is required when --host is not a loopback address. --api-key-file reads
   one key per line. --allowed-hosts adds Host header names (or *) to the loopback names and the
@@ -84,7 +89,7 @@ function sampling(args: Args) {
 }
 
 async function load(args: Args): Promise<Model> {
-  const path = args.model ?? defaultModelPath()
+  const path = await modelPath(args.model)
   let shown = -1
   const model = await Model.load(path, {
     threads: num(args.threads),
@@ -96,6 +101,12 @@ async function load(args: Args): Promise<Model> {
   })
   process.stderr.write(`${process.stderr.isTTY ? '\r' : ''}loaded ${path} (${model.info.architecture}, ${model.info.format})\n`)
   return model
+}
+
+/** A local path as given; hf: names and URLs downloaded into the cache (or found there). */
+async function modelPath(spec: string | undefined): Promise<string> {
+  if (spec === undefined) return defaultModelPath()
+  return parseModelSource(spec) ? downloadModel(spec) : spec
 }
 
 async function generate(args: Args): Promise<void> {

@@ -12,6 +12,10 @@ const BY_CODE: Record<KvEngineErrorCode, { status: number; type: string; code: s
   BUSY: { status: 409, type: 'invalid_request_error', code: 'busy' },
   CORRUPT_FILE: { status: 500, type: 'server_error', code: null },
   INTERNAL: { status: 500, type: 'server_error', code: null },
+  // Download errors come before a server exists; mapped only because every code must be.
+  NOT_WRITABLE: { status: 500, type: 'server_error', code: null },
+  DOWNLOAD_FAILED: { status: 502, type: 'server_error', code: null },
+  CHECKSUM_MISMATCH: { status: 502, type: 'server_error', code: null },
 }
 
 /** An error as the server answers it: a status and OpenAI's `{ error: { message, type, param, code } }`. */
