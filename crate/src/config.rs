@@ -26,6 +26,9 @@ pub enum Architecture {
     Qwen2,
     /// Qwen3 dense models: Qwen2's block without the QKV bias, with per-head query and key norms.
     Qwen3,
+    /// Microsoft's Phi-3: Llama's block with fused QKV and gate/up matrices (`unfused.rs`),
+    /// loaded from GGUF only.
+    Phi3,
     /// karpathy/nanochat's GPT (crate::nanochat), loaded from its own checkpoint format only.
     Nanochat,
     /// Google's Gemma 3 text models: the Llama block with the departures in `BlockVariant`,
@@ -39,10 +42,11 @@ impl Architecture {
             "llama" | "LlamaForCausalLM" | "mistral" | "MistralForCausalLM" => Ok(Self::Llama),
             "qwen2" | "Qwen2ForCausalLM" => Ok(Self::Qwen2),
             "qwen3" | "Qwen3ForCausalLM" => Ok(Self::Qwen3),
+            "phi3" | "Phi3ForCausalLM" => Ok(Self::Phi3),
             "gemma3" => Ok(Self::Gemma3),
             other => Err(Error::unsupported(format!(
                 "unsupported model architecture '{other}': kvengine runs Llama-family \
-                 (SmolLM2, TinyLlama, Llama 3.x), Qwen2/2.5, Qwen3 and Gemma 3 (GGUF) models"
+                 (SmolLM2, TinyLlama, Llama 3.x), Qwen2/2.5, Qwen3, Phi-3 (GGUF) and Gemma 3 (GGUF) models"
             ))),
         }
     }
@@ -244,8 +248,8 @@ impl HfConfig {
             .or_else(|| self.architectures.first().cloned())
             .ok_or_else(|| Error::corrupt("config.json names neither model_type nor architectures"))?;
         let architecture = Architecture::parse(&arch_name)?;
-        if architecture == Architecture::Gemma3 {
-            return Err(Error::unsupported("Gemma 3 loads from GGUF files only, not from Hugging Face directories"));
+        if matches!(architecture, Architecture::Gemma3 | Architecture::Phi3) {
+            return Err(Error::unsupported(format!("{architecture:?} loads from GGUF files only, not from Hugging Face directories")));
         }
         let n_heads = self.num_attention_heads;
         let head_dim = self.head_dim.unwrap_or(if n_heads > 0 { self.hidden_size / n_heads } else { 0 });

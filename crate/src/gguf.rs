@@ -99,13 +99,24 @@ impl GgufFile {
             Vec::new()
         };
         let n_layers = self.required(&key("block_count"), 1024)?;
+        if let Some(rotated) = self.meta_usize(&key("rope.dimension_count"))? {
+            if rotated != head_dim {
+                return Err(Error::unsupported(format!("partial rotary embeddings ({rotated} of {head_dim} dimensions per head) are not supported")));
+            }
+        }
         let variant = match architecture {
             Architecture::Gemma3 => {
                 let window = self.required(&key("attention.sliding_window"), MAX_CONTEXT)?;
                 BlockVariant::gemma3(hidden_size, n_layers, n_heads, head_dim, window)?
             }
             Architecture::Qwen3 => BlockVariant::qwen3(),
-            Architecture::Llama | Architecture::Qwen2 | Architecture::Nanochat => BlockVariant::default(),
+            // Phi-3 GGUFs name a sliding window that llama.cpp does not apply (the converters
+            // fill it wrongly); we attend as llama.cpp does. LongRoPE's per-layer factors (the
+            // 128k models) we cannot apply, so refuse them.
+            Architecture::Phi3 if self.contains("rope_factors_long.weight") => {
+                return Err(Error::unsupported("Phi-3 models with LongRoPE (128k context) are not supported; use a 4k-context Phi-3"));
+            }
+            Architecture::Llama | Architecture::Qwen2 | Architecture::Phi3 | Architecture::Nanochat => BlockVariant::default(),
         };
         let cfg = ModelConfig {
             architecture,
@@ -121,7 +132,7 @@ impl GgufFile {
             rope_style: match architecture {
                 Architecture::Llama => RopeStyle::Interleaved,
                 // llama.cpp rotates Qwen and Gemma 3 NeoX-style.
-                Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Nanochat | Architecture::Gemma3 => RopeStyle::HalfSplit,
+                Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Phi3 | Architecture::Nanochat | Architecture::Gemma3 => RopeStyle::HalfSplit,
             },
             rope_freq_factors,
             context_length: self.required(&key("context_length"), MAX_CONTEXT)?,

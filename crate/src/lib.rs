@@ -33,6 +33,7 @@ pub mod placement;
 pub mod rope;
 pub mod safetensors_dir;
 pub mod tokenizer;
+mod unfused;
 pub mod weights;
 
 #[cfg(feature = "node")]

@@ -4,10 +4,11 @@
 use candle_core::DType;
 
 use crate::any_model::LanguageModel;
-use crate::config::ModelConfig;
+use crate::config::{Architecture, ModelConfig};
 use crate::error::{Error, Result};
 use crate::matmul::Activations;
 use crate::model::Model;
+use crate::unfused::Unfused;
 use crate::weights::WeightSource;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,13 @@ impl Placement {
 
 /// The Llama/Qwen2 family on the chosen device.
 pub(crate) fn load_llama(src: &mut dyn WeightSource, config: ModelConfig, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LanguageModel> {
+    if config.architecture == Architecture::Phi3 {
+        return load_llama_from(&mut Unfused::new(src, &config), config, placement, progress);
+    }
+    load_llama_from(src, config, placement, progress)
+}
+
+fn load_llama_from(src: &mut dyn WeightSource, config: ModelConfig, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LanguageModel> {
     match placement {
         Placement::Cpu { activations } => Ok(Model::load(src, config, activations, progress)?.into()),
         // The CUDA model runs Llama's block only, none of the variant's options (Gemma 3).

@@ -9,6 +9,7 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::error::{Error, Result};
 
+#[derive(Clone)]
 pub enum Weight {
     /// Kept in its file's block format (GGUF, F32 included), multiplied by our kernels
     /// (`matmul`) or candle's.
@@ -52,6 +53,24 @@ impl Weight {
             Self::Dense(t) if t.rank() == 2 => Ok(Self::Quantized(Arc::new(QTensor::quantize(&t.to_dtype(DType::F32)?, GgmlDType::F32)?))),
             other => Ok(other),
         }
+    }
+
+    /// Rows `start .. start + rows` of a matrix, in its own format: a fused projection's part.
+    pub fn rows(&self, start: usize, rows: usize) -> Result<Self> {
+        let dims = self.dims().to_vec();
+        let (n, k) = match dims[..] {
+            [n, k] if start + rows <= n => (n, k),
+            _ => return Err(Error::corrupt(format!("cannot take rows {start}..{} of a tensor of shape {dims:?}", start + rows))),
+        };
+        Ok(match self {
+            Self::Dense(t) => Self::Dense(t.narrow(0, start, rows)?),
+            Self::Quantized(q) => {
+                let data = q.data()?;
+                let row_bytes = data.len() / n;
+                let part = &data[start * row_bytes..(start + rows) * row_bytes];
+                Self::Quantized(Arc::new(qtensor_from_ggml(q.dtype(), part, vec![rows, k], &Device::Cpu)?))
+            }
+        })
     }
 
     /// The weight as an f32 tensor (norm scales, biases).
@@ -118,6 +137,19 @@ pub trait WeightSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fused matrix's rows, cut in its block format, dequantize to the same rows of the whole.
+    #[test]
+    fn rows_cut_quantized_blocks_at_row_boundaries() {
+        let dense = Tensor::arange(0f32, 6.0 * 64.0, &Device::Cpu).unwrap().reshape((6, 64)).unwrap();
+        let whole = Weight::Quantized(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0).unwrap()));
+        let part = whole.rows(2, 3).unwrap();
+        assert_eq!(part.dims(), &[3, 64]);
+        let expect = whole.clone().into_dense().unwrap().narrow(0, 2, 3).unwrap();
+        let got = part.into_dense().unwrap();
+        assert_eq!(got.to_vec2::<f32>().unwrap(), expect.to_vec2::<f32>().unwrap());
+        assert!(whole.rows(4, 3).is_err());
+    }
 
     /// The re-encoded Q5_0 holds exactly the values candle dequantizes from the file's blocks.
     #[test]

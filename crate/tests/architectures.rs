@@ -1,8 +1,9 @@
-//! Random-weight Qwen2 and Qwen3 GGUFs with the real layer shapes of Qwen2.5-0.5B and Qwen3-0.6B
-//! (scripts/archModels.ts; `npm test` writes them through scripts/prepare-test-models.mjs): the
-//! metadata resolves to each family's block, and the fast path (KV cache, our kernels) agrees
-//! with the cache-free reference path, which applies the biases and QK norms with candle's
-//! tensor ops, for a prompt in one pass and for tokens decoded one at a time after it.
+//! Random-weight Qwen2, Qwen3 and Phi-3 GGUFs with the real layer shapes of Qwen2.5-0.5B,
+//! Qwen3-0.6B and Phi-3-mini-4k (scripts/archModels.ts; `npm test` writes them through
+//! scripts/prepare-test-models.mjs): the metadata resolves to each family's block, and the fast
+//! path (KV cache, our kernels) agrees with the cache-free reference path, which applies the
+//! biases and QK norms with candle's tensor ops, for a prompt in one pass and for tokens decoded
+//! one at a time after it. Phi-3's fused matrices reach both paths already split.
 //! Agreement with llama.cpp itself is __test__/architectures.spec.ts.
 
 use std::path::PathBuf;
@@ -35,6 +36,15 @@ fn qwen2_resolves_to_qkv_bias_without_norms() {
     assert!(c.architecture.has_qkv_bias() && c.variant.is_plain());
 }
 
+#[test]
+fn phi3_resolves_to_llamas_block_with_neox_rope() {
+    let c = load("phi3").model.config;
+    assert_eq!(c.architecture, Architecture::Phi3);
+    assert_eq!((c.hidden_size, c.n_heads, c.n_kv_heads, c.head_dim, c.intermediate_size), (3072, 32, 32, 96, 8192));
+    assert_eq!(c.rope_style, RopeStyle::HalfSplit);
+    assert!(c.variant.is_plain() && !c.architecture.has_qkv_bias() && !c.tie_word_embeddings);
+}
+
 /// 24 ids: the first 16 in one pass, then 8 one at a time; every row against the reference.
 fn fast_path_matches_reference(name: &str) {
     let m = load(name).model;
@@ -60,4 +70,9 @@ fn qwen3_fast_path_matches_reference_in_prefill_and_decode() {
 #[test]
 fn qwen2_fast_path_matches_reference_in_prefill_and_decode() {
     fast_path_matches_reference("qwen2");
+}
+
+#[test]
+fn phi3_fast_path_matches_reference_in_prefill_and_decode() {
+    fast_path_matches_reference("phi3");
 }
