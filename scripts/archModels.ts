@@ -13,7 +13,7 @@ import { readGgufHeader } from '../benches/lib/ggufRead.js'
 import { f32Entry, GGML_F32, stringEntry, u32Entry, writeGgufStreaming, type OutEntry, type OutTensor } from '../benches/lib/ggufWrite.js'
 
 export interface ArchShape {
-  arch: 'qwen2' | 'qwen3' | 'phi3'
+  arch: 'llama' | 'qwen2' | 'qwen3' | 'phi3'
   /** The published model whose layer this is. */
   like: string
   layers: number
@@ -28,11 +28,18 @@ export interface ArchShape {
   qkNorm: boolean
   /** Phi-3 stores Q, K and V as one matrix `attn_qkv`, gate and up as one `ffn_up`. */
   fused: boolean
+  /** Trained context, where it is not the default 4096. */
+  context?: number
+  /** Llama 3.1/3.2's RoPE frequency scaling, written as llama.cpp's converter does: a
+   * `rope_freqs.weight` of one divisor per frequency. */
+  llama3Rope?: { factor: number; lowFreqFactor: number; highFreqFactor: number; originalContext: number }
 }
 
 export const ARCH_SHAPES: Record<string, ArchShape> = {
   qwen2: { arch: 'qwen2', like: 'Qwen2.5-0.5B', layers: 2, hidden: 896, heads: 14, kvHeads: 2, headDim: 64, ffn: 4864, ropeBase: 1e6, eps: 1e-6, qkvBias: true, qkNorm: false, fused: false },
   qwen3: { arch: 'qwen3', like: 'Qwen3-0.6B', layers: 2, hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, ffn: 3072, ropeBase: 1e6, eps: 1e-6, qkvBias: false, qkNorm: true, fused: false },
+  // Llama 3.2 1B's metadata and layer shape; prompts run past its original 8192 positions.
+  llama32: { arch: 'llama', like: 'Llama-3.2-1B', layers: 2, hidden: 2048, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, ropeBase: 500000, eps: 1e-5, qkvBias: false, qkNorm: false, fused: false, context: 131072, llama3Rope: { factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalContext: 8192 } },
   // One layer: a Phi-3-mini layer is 113M parameters, 450 MB in F32.
   phi3: { arch: 'phi3', like: 'Phi-3-mini-4k', layers: 1, hidden: 3072, heads: 32, kvHeads: 32, headDim: 96, ffn: 8192, ropeBase: 1e4, eps: 1e-5, qkvBias: false, qkNorm: false, fused: true },
 }
@@ -65,6 +72,20 @@ function uniformFill(seed: number, std: number, mean = 0): OutTensor['fill'] {
   }
 }
 
+/** Per frequency of RoPE, the divisor Llama 3's scaling applies: none for short wavelengths,
+ * `factor` for long ones, a smooth blend between (Meta's reference formula). */
+export function llama3RopeDivisors(s: ArchShape): number[] {
+  const r = s.llama3Rope!
+  const [lowWavelength, highWavelength] = [r.originalContext / r.lowFreqFactor, r.originalContext / r.highFreqFactor]
+  return Array.from({ length: s.headDim / 2 }, (_, i) => {
+    const wavelength = (2 * Math.PI) / s.ropeBase ** (-(2 * i) / s.headDim)
+    if (wavelength < highWavelength) return 1
+    if (wavelength > lowWavelength) return r.factor
+    const smooth = (r.originalContext / wavelength - r.lowFreqFactor) / (r.highFreqFactor - r.lowFreqFactor)
+    return 1 / ((1 - smooth) / r.factor + smooth)
+  })
+}
+
 function tensors(s: ArchShape): OutTensor[] {
   let seed = 0x9e3779b9
   const t = (name: string, dims: number[], std: number, mean = 0): OutTensor => ({ name, dims, type: GGML_F32, fill: uniformFill((seed = (seed + 0x6d2b79f5) >>> 0), std, mean) })
@@ -93,6 +114,10 @@ function tensors(s: ArchShape): OutTensor[] {
     out.push(t(`${p}ffn_down.weight`, [s.ffn, s.hidden], 1 / Math.sqrt(s.ffn)))
   }
   out.push(t('output_norm.weight', [s.hidden], 0.1, 1))
+  if (s.llama3Rope) {
+    const divisors = llama3RopeDivisors(s)
+    out.push({ name: 'rope_freqs.weight', dims: [divisors.length], type: GGML_F32, fill: (buf) => divisors.forEach((d, i) => buf.writeFloatLE(d, 4 * i)) })
+  }
   return out
 }
 
@@ -105,7 +130,7 @@ function metadata(s: ArchShape, tokenizerSource: string): OutEntry[] {
     stringEntry('general.name', 'kvengine random weights'),
     u32Entry('general.file_type', 0),
     u32Entry(`${a}.block_count`, s.layers),
-    u32Entry(`${a}.context_length`, CONTEXT),
+    u32Entry(`${a}.context_length`, s.context ?? CONTEXT),
     u32Entry(`${a}.embedding_length`, s.hidden),
     u32Entry(`${a}.feed_forward_length`, s.ffn),
     u32Entry(`${a}.attention.head_count`, s.heads),
@@ -114,6 +139,8 @@ function metadata(s: ArchShape, tokenizerSource: string): OutEntry[] {
     u32Entry(`${a}.attention.value_length`, s.headDim),
     f32Entry(`${a}.rope.freq_base`, s.ropeBase),
     f32Entry(`${a}.attention.layer_norm_rms_epsilon`, s.eps),
+    // As Llama GGUFs carry it (the other families' files were made before we wrote it).
+    ...(a === 'llama' ? [u32Entry(`${a}.rope.dimension_count`, s.headDim)] : []),
     ...tokenizer,
   ]
 }

@@ -1,11 +1,13 @@
 // Our probe into raw llama.cpp for fixtures: feeds a prompt of token ids (BOS not added: pass it
 // in the ids), then decodes greedily for N steps, and writes every logits row it saw (one per
-// prompt position, then one per generated token but the last) as little-endian f32 to OUT.
+// prompt position, or only the last T with --tail T, then one per generated token but the last)
+// as little-endian f32 to OUT.
 // Prints {"vocab":V,"rows":R,"greedy":[...]} on stdout. Built by scripts/build-llama-cpp.sh.
 //
-//   llama-logits MODEL IDS_FILE OUT [--generate N] [--kv f16|f32] [--threads T] [--repack 0|1]
+//   llama-logits MODEL IDS_FILE OUT [--generate N] [--kv f16|f32] [--threads T] [--repack 0|1] [--tail T]
 #include "llama.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,12 +32,13 @@ static int argmax(const float * row, int n) {
 
 int main(int argc, char ** argv) {
     if (argc < 4) return fail("usage: llama-logits MODEL IDS_FILE OUT [--generate N] [--kv f16|f32] [--threads T]");
-    int generate = 0, threads = 2, repack = 1;
+    int generate = 0, threads = 2, repack = 1, tail = -1;
     ggml_type kv = GGML_TYPE_F16;
     for (int i = 4; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--generate")) generate = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--repack")) repack = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--tail")) tail = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--kv")) kv = !strcmp(argv[i + 1], "f32") ? GGML_TYPE_F32 : GGML_TYPE_F16;
         else return fail("unknown option");
     }
@@ -43,6 +46,7 @@ int main(int argc, char ** argv) {
     std::ifstream in(argv[2]);
     for (long id; in >> id;) ids.push_back((llama_token) id);
     if (ids.empty()) return fail("no token ids in IDS_FILE");
+    const size_t first_row = tail < 0 || (size_t) tail >= ids.size() ? 0 : ids.size() - (size_t) tail;
 
     llama_log_set(quiet_log, nullptr);
     llama_backend_init();
@@ -55,7 +59,10 @@ int main(int argc, char ** argv) {
 
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t) (ids.size() + generate + 8);
-    cp.n_batch = cp.n_ubatch = (uint32_t) ids.size();
+    // One batch for the prompt, computed in ubatches of at most 512 (a 8k-token ubatch would need
+    // gigabytes for its attention scores).
+    cp.n_batch = (uint32_t) ids.size();
+    cp.n_ubatch = (uint32_t) std::min<size_t>(ids.size(), 512);
     cp.n_threads = cp.n_threads_batch = threads;
     cp.type_k = cp.type_v = kv;
     // The plain attention path (KQ, softmax, KQV), as node-llama-cpp runs it by default.
@@ -71,12 +78,12 @@ int main(int argc, char ** argv) {
         batch.pos[i] = (llama_pos) i;
         batch.n_seq_id[i] = 1;
         batch.seq_id[i][0] = 0;
-        batch.logits[i] = 1;
+        batch.logits[i] = i >= first_row;
     }
     batch.n_tokens = (int32_t) ids.size();
     if (llama_decode(ctx, batch)) return fail("decode failed");
     int rows = 0;
-    for (size_t i = 0; i < ids.size(); i++, rows++) fwrite(llama_get_logits_ith(ctx, (int32_t) i), sizeof(float), vocab, out);
+    for (size_t i = first_row; i < ids.size(); i++, rows++) fwrite(llama_get_logits_ith(ctx, (int32_t) i), sizeof(float), vocab, out);
 
     std::string greedy;
     llama_token next = argmax(llama_get_logits_ith(ctx, -1), vocab);

@@ -1,7 +1,8 @@
 // Golden fixtures for the architectures beside Llama, from raw llama.cpp (scripts/build-llama-cpp.sh):
 // each random-weight model of scripts/archModels.ts in F32 and quantized by llama.cpp's own
-// llama-quantize to Q4_K_M, fed one 64-token prompt of seeded ids, then 32 greedy steps. Per
-// logits row it keeps llama.cpp's top 8 (id, logit) and the log-sum-exp, enough to check our
+// llama-quantize to Q4_K_M, fed one prompt of seeded ids (64 tokens; for Llama 3's scaled RoPE
+// 64 past the original context), then 32 greedy steps. Per logits row of the last 64 prompt
+// positions and of the greedy run it keeps llama.cpp's top 8 (id, logit) and the log-sum-exp, enough to check our
 // logits and probabilities without committing whole rows. The Q4_K_M file stays in models/
 // with its SHA-256 in the fixture: the test needs llama.cpp's own quantization of it.
 //
@@ -53,11 +54,12 @@ try {
     const f32 = makeArchModel(name, tokenizerSource)
     const q4km = archModelPath(name, 'Q4_K_M')
     if (!existsSync(q4km)) execFileSync(join(bin, 'llama-quantize'), [f32, q4km, 'Q4_K_M'], { stdio: ['ignore', 'ignore', 'inherit'] })
-    const prompt = promptIds(name.length * 7919 + 17)
+    const shape = ARCH_SHAPES[name]!
+    const prompt = promptIds(name.length * 7919 + 17, (shape.llama3Rope?.originalContext ?? 0) + PROMPT_TOKENS)
     writeFileSync(join(work, 'ids.txt'), prompt.join(' '))
     const files = []
     for (const [type, path] of [['F32', f32], ['Q4_K_M', q4km]] as const) {
-      const out = execFileSync(join(bin, 'llama-logits'), [path, join(work, 'ids.txt'), join(work, 'logits.bin'), '--kv', 'f32', '--generate', String(GREEDY)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+      const out = execFileSync(join(bin, 'llama-logits'), [path, join(work, 'ids.txt'), join(work, 'logits.bin'), '--kv', 'f32', '--generate', String(GREEDY), '--tail', String(PROMPT_TOKENS)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
       const { vocab, rows, greedy } = JSON.parse(out) as { vocab: number; rows: number; greedy: number[] }
       const all = new Float32Array(readFileSync(join(work, 'logits.bin')).buffer.slice(0))
       const summaries = Array.from({ length: rows }, (_, r) => rowSummary(all.subarray(r * vocab, (r + 1) * vocab)))
@@ -66,8 +68,9 @@ try {
     }
     writeFixtureJson(join('__test__', 'fixtures', `llamacpp-arch-${name}.json`), {
       generator: `raw llama.cpp from llama-cpp-python ${version}'s sdist (llama-quantize Q4_K_M; F32 KV cache)`,
-      shape: ARCH_SHAPES[name],
+      shape,
       prompt,
+      rowsFrom: prompt.length - PROMPT_TOKENS,
       files,
     }, log)
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Makes the model files the test suites need: the default model (fetched), its F32 and Q8_0
 // re-encodings made by our own converter, Gemma 3 270M (fetched; its SentencePiece tokenizer
-// is tested against llama.cpp's) and the random-weight Qwen2/Qwen3 files of scripts/archModels.ts.
+// is tested against llama.cpp's), llama.cpp's vocab-only GGUFs of LLaMA's and Phi-3's SentencePiece
+// vocabularies (scripts/fetch-vocabs.mjs) and the random-weight Qwen2/Qwen3 files of scripts/archModels.ts.
 // Cached in models/; idempotent.
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -15,6 +16,7 @@ const source = execFileSync(process.execPath, [join(root, 'scripts', 'fetch-mode
   stdio: ['ignore', 'pipe', 'inherit'],
 }).trim()
 execFileSync(process.execPath, [join(root, 'scripts', 'fetch-gemma.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] })
+execFileSync(process.execPath, [join(root, 'scripts', 'fetch-vocabs.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] })
 const { convertGguf } = createRequire(import.meta.url)(join(root, 'native.cjs'))
 
 for (const target of ['f32', 'q8_0']) {

@@ -1,5 +1,5 @@
-//! Random-weight Qwen2, Qwen3 and Phi-3 GGUFs with the real layer shapes of Qwen2.5-0.5B,
-//! Qwen3-0.6B and Phi-3-mini-4k (scripts/archModels.ts; `npm test` writes them through
+//! Random-weight Qwen2, Qwen3, Phi-3 and Llama 3.2 GGUFs with the real layer shapes of
+//! Qwen2.5-0.5B, Qwen3-0.6B, Phi-3-mini-4k and Llama-3.2-1B (scripts/archModels.ts; `npm test` writes them through
 //! scripts/prepare-test-models.mjs): the metadata resolves to each family's block, and the fast
 //! path (KV cache, our kernels) agrees with the cache-free reference path, which applies the
 //! biases and QK norms with candle's tensor ops, for a prompt in one pass and for tokens decoded
@@ -75,4 +75,31 @@ fn qwen2_fast_path_matches_reference_in_prefill_and_decode() {
 #[test]
 fn phi3_fast_path_matches_reference_in_prefill_and_decode() {
     fast_path_matches_reference("phi3");
+}
+
+/// Llama 3.2 1B's rope_scaling in config.json resolves to the divisors its GGUF stores in
+/// rope_freqs.weight (scripts/archModels.ts writes them as llama.cpp's converter does), so a
+/// Hugging Face directory and a GGUF of the same model rotate alike; the GGUF's are checked
+/// against llama.cpp past the original 8192 positions in __test__/architectures.spec.ts.
+#[test]
+fn llama3_rope_scaling_from_config_json_equals_the_gguf_divisors() {
+    let gguf = load("llama32").model.config;
+    let json = r#"{
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 49152,
+        "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 2,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+        "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "max_position_embeddings": 131072,
+        "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "tie_word_embeddings": true
+    }"#;
+    let hf = serde_json::from_str::<kvengine::config::HfConfig>(json).unwrap().resolve().unwrap();
+    assert_eq!(gguf.rope_freq_factors.len(), 32);
+    assert_eq!(hf.rope_freq_factors.len(), 32);
+    for (i, (a, b)) in gguf.rope_freq_factors.iter().zip(&hf.rope_freq_factors).enumerate() {
+        assert!((a - b).abs() <= 1e-5 * a.abs(), "frequency {i}: GGUF {a}, config.json {b}");
+    }
+    // Scaled at all: the lowest frequencies are divided by the full factor.
+    assert_eq!(hf.rope_freq_factors[31], 32.0);
+    assert_eq!(hf.rope_freq_factors[0], 1.0);
 }

@@ -1,5 +1,6 @@
-//! Deterministic fuzzing of the GGUF loader: the tiny model's GGUF file (F32, Q8_0, and with tied
-//! embeddings), mutated (byte flips concentrated in the header, metadata and tensor infos,
+//! Deterministic fuzzing of the GGUF loader: the tiny model's GGUF file (F32, Q8_0, Q5_0, Q4_K,
+//! with tied embeddings, and relabelled as Qwen3, Phi-3 and Gemma 3 with their extra or fused
+//! tensors), mutated (byte flips concentrated in the header, metadata and tensor infos,
 //! count/length/dim/offset fields set to extreme values, truncations, duplicated and deleted
 //! regions), then loaded with `kvengine::load`. The rules every mutant must follow are in
 //! `fuzz/mod.rs`.
@@ -12,7 +13,8 @@ mod common;
 mod fuzz;
 
 use candle_core::quantized::gguf_file::Value;
-use candle_core::quantized::GgmlDType;
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{DType, Device, Tensor};
 use common::*;
 use fuzz::gguf_layout::{walk_gguf, GgufLayout};
 use fuzz::mutate::mutate_gguf;
@@ -28,6 +30,62 @@ fn gguf_base(m: &TinyModel, dtype: GgmlDType) -> Vec<u8> {
     std::fs::read(&p).unwrap()
 }
 
+/// The tiny model relabelled as another family: its `llama.*` keys under that family's name and
+/// the tensors the family adds (QK norms, Gemma's post-norms) or fuses (Phi-3's QKV and gate/up),
+/// so mutants reach each family's loading code. Weights stay the tiny model's: only loading and
+/// one forward pass are judged here, not the logits.
+fn family_base(m: &TinyModel, arch: &str) -> Vec<u8> {
+    let mut meta: Vec<(String, Value)> = m
+        .gguf_metadata()
+        .into_iter()
+        .map(|(k, v)| match k.strip_prefix("llama.") {
+            Some(rest) => (format!("{arch}.{rest}"), v),
+            None if k == "general.architecture" => (k, Value::String(arch.into())),
+            None => (k, v),
+        })
+        .collect();
+    if arch == "gemma3" {
+        meta.push(("gemma3.attention.sliding_window".into(), Value::U32(4)));
+    }
+    let s = &m.spec;
+    let ones = |n: usize| QTensor::quantize(&Tensor::ones(n, DType::F32, &Device::Cpu).unwrap(), GgmlDType::F32).unwrap();
+    let mut tensors = Vec::new();
+    let mut pending: Vec<(String, QTensor)> = Vec::new();
+    for (name, t) in m.gguf_tensors_with(GgmlDType::F32, false) {
+        let fused = |parts: &[&str]| parts.iter().any(|p| name.ends_with(&format!(".{p}.weight")));
+        if arch == "phi3" && fused(&["attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"]) {
+            pending.push((name, t));
+            let layer = pending[0].0.split('.').nth(1).unwrap().to_owned();
+            let group = |names: &[&str]| names.iter().all(|n| pending.iter().any(|(p, _)| p == &format!("blk.{layer}.{n}.weight")));
+            for (parts, out) in [(["attn_q", "attn_k", "attn_v"].as_slice(), "attn_qkv"), (["ffn_gate", "ffn_up"].as_slice(), "ffn_up")] {
+                if group(parts) {
+                    let rows: Vec<Tensor> = parts.iter().map(|n| pending.iter().find(|(p, _)| p == &format!("blk.{layer}.{n}.weight")).unwrap().1.dequantize(&Device::Cpu).unwrap()).collect();
+                    let cat = Tensor::cat(&rows, 0).unwrap();
+                    tensors.push((format!("blk.{layer}.{out}.weight"), QTensor::quantize(&cat, GgmlDType::F32).unwrap()));
+                    pending.retain(|(p, _)| !parts.iter().any(|n| p == &format!("blk.{layer}.{n}.weight")));
+                }
+            }
+            continue;
+        }
+        if let Some(layer) = name.strip_suffix(".attn_norm.weight") {
+            if matches!(arch, "qwen3" | "gemma3") {
+                tensors.push((format!("{layer}.attn_q_norm.weight"), ones(s.head_dim)));
+                tensors.push((format!("{layer}.attn_k_norm.weight"), ones(s.head_dim)));
+            }
+            if arch == "gemma3" {
+                tensors.push((format!("{layer}.post_attention_norm.weight"), ones(s.hidden)));
+                tensors.push((format!("{layer}.post_ffw_norm.weight"), ones(s.hidden)));
+            }
+        }
+        tensors.push((name, t));
+    }
+    assert!(pending.is_empty(), "unfused leftovers: {:?}", pending.iter().map(|(n, _)| n).collect::<Vec<_>>());
+    let dir = tempdir();
+    let p = dir.path().join("family.gguf");
+    write_gguf_parts(&p, &meta, &tensors);
+    std::fs::read(&p).unwrap()
+}
+
 #[test]
 fn fuzz_gguf_headers() {
     let run = Run::start(0x6775_6666, |iters| iters.unwrap_or(12_000) as usize);
@@ -37,6 +95,11 @@ fn fuzz_gguf_headers() {
         ("f32".into(), gguf_base(&tiny, GgmlDType::F32)),
         ("q8_0".into(), gguf_base(&tiny, GgmlDType::Q8_0)),
         ("f32-tied".into(), gguf_base(&tied, GgmlDType::F32)),
+        ("q5_0".into(), gguf_base(&tiny, GgmlDType::Q5_0)),
+        ("q4_k".into(), gguf_base(&TinyModel::with_spec(44, TinySpec { hidden: 256, head_dim: 64, ffn: 256, ..TinySpec::default() }), GgmlDType::Q4_K)),
+        ("qwen3".into(), family_base(&tiny, "qwen3")),
+        ("phi3".into(), family_base(&tiny, "phi3")),
+        ("gemma3".into(), family_base(&tied, "gemma3")),
     ];
     let layouts: Vec<GgufLayout> = bases.iter().map(|(_, b)| walk_gguf(b)).collect();
     for ((name, b), l) in bases.iter().zip(&layouts) {

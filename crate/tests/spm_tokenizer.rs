@@ -1,10 +1,13 @@
-//! The SentencePiece tokenizer built from the real Gemma 3 270M GGUF's metadata (no weights
-//! needed) against llama.cpp on the same file: the fixture (scripts/make-spm-fixtures.ts) holds
-//! node-llama-cpp's ids and detokenized text for a corpus of code, CJK, emoji, RTL scripts,
-//! whitespace runs, long words, digits and control-token look-alikes with specials on and off.
+//! The SentencePiece tokenizer built from real GGUF metadata (no weights needed) against llama.cpp
+//! on the same files: the real Gemma 3 270M GGUF, and llama.cpp's own vocab-only GGUFs of LLaMA's
+//! 32k vocabulary (Llama 2, Mistral 7B, TinyLlama) and Phi-3's. The fixtures
+//! (scripts/make-spm-fixtures.ts) hold node-llama-cpp's ids and detokenized text for a corpus of
+//! code, CJK, emoji, RTL scripts, whitespace runs, long words, digits and control-token
+//! look-alikes with specials on and off.
 //!
-//! The GGUF comes from `node scripts/fetch-gemma.mjs` (npm test's pretest runs it); the test
-//! fails, rather than skips, without it so that CI cannot pass by not looking.
+//! The GGUFs come from `node scripts/fetch-gemma.mjs` and `node scripts/fetch-vocabs.mjs` (npm
+//! test's pretest runs both); the tests fail, rather than skip, without them so that CI cannot
+//! pass by not looking.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -16,13 +19,17 @@ use kvengine::gguf::GgufFile;
 use kvengine::tokenizer::Tokenizer;
 use serde_json::Value;
 
-fn gemma_path() -> PathBuf {
+fn model_file(name: &str, fetcher: &str) -> PathBuf {
     let dir = std::env::var_os("KVENGINE_MODELS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models"));
-    let path = dir.join("gemma-3-270m-q4_k_m.gguf");
-    assert!(path.exists(), "{} is missing: run `node scripts/fetch-gemma.mjs` (npm test's pretest does)", path.display());
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is missing: run `node scripts/{fetcher}` (npm test's pretest does)", path.display());
     path
+}
+
+fn gemma_path() -> PathBuf {
+    model_file("gemma-3-270m-q4_k_m.gguf", "fetch-gemma.mjs")
 }
 
 /// Built once: every test shares the 262k-piece vocabulary.
@@ -44,9 +51,13 @@ fn tokenizer() -> &'static Tokenizer {
     })
 }
 
-fn fixture() -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gemma3-tokenizer.json");
+fn fixture_named(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn fixture() -> Value {
+    fixture_named("gemma3-tokenizer.json")
 }
 
 fn ids(v: &Value) -> Vec<u32> {
@@ -55,8 +66,10 @@ fn ids(v: &Value) -> Vec<u32> {
 
 #[test]
 fn encode_matches_llama_cpp_on_the_corpus() {
-    let tok = tokenizer();
-    let fx = fixture();
+    encode_matches(tokenizer(), &fixture());
+}
+
+fn encode_matches(tok: &Tokenizer, fx: &Value) {
     let cases = fx["cases"].as_array().unwrap();
     assert!(cases.len() >= 50);
     let (mut agree, mut tokens) = (0, 0);
@@ -78,9 +91,12 @@ fn encode_matches_llama_cpp_on_the_corpus() {
 
 #[test]
 fn decoding_matches_llama_cpp_detokenize() {
-    let tok = tokenizer();
+    decode_matches(tokenizer(), &fixture());
+}
+
+fn decode_matches(tok: &Tokenizer, fx: &Value) {
     let (bytes, offsets) = tok.byte_table();
-    for case in fixture()["cases"].as_array().unwrap() {
+    for case in fx["cases"].as_array().unwrap() {
         let ids = ids(&case["ids"]);
         let expected = case["detokenized"].as_str().unwrap();
         assert_eq!(tok.decode(&ids).unwrap(), expected, "{:?}", case["text"]);
@@ -137,4 +153,27 @@ fn malformed_sentencepiece_metadata_gives_typed_errors() {
     let tok = Tokenizer::from_gguf(&gguf).unwrap();
     assert_eq!(tok.bos_token, None);
     assert_eq!(tok.encode("hi", false, true).unwrap(), tokenizer().encode("hi", false, false).unwrap());
+}
+
+/// A vocab-only GGUF from llama.cpp's own test models, checked against its fixture: ids, the
+/// detokenized text, and BOS/EOS.
+fn vocab_matches(file: &str, fixture_name: &str) {
+    let gguf = GgufFile::open(&model_file(&format!("vocab/{file}"), "fetch-vocabs.mjs")).unwrap();
+    let tok = Tokenizer::from_gguf(&gguf).unwrap();
+    let fx = fixture_named(fixture_name);
+    encode_matches(&tok, &fx);
+    decode_matches(&tok, &fx);
+    assert_eq!(tok.bos_token, fx["bos"].as_u64().map(|x| x as u32));
+    assert_eq!(tok.eos_token, fx["eos"].as_u64().map(|x| x as u32));
+    assert_eq!(tok.add_bos, fx["addBos"].as_bool().unwrap());
+}
+
+#[test]
+fn llama_sentencepiece_32k_matches_llama_cpp() {
+    vocab_matches("ggml-vocab-llama-spm.gguf", "llama-spm-tokenizer.json");
+}
+
+#[test]
+fn phi3_sentencepiece_matches_llama_cpp() {
+    vocab_matches("ggml-vocab-phi-3.gguf", "phi3-tokenizer.json");
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env node
+// Fetches real tokenizer vocabularies for the tests: llama.cpp's own vocab-only GGUFs (LLaMA's
+// 32k SentencePiece, as Llama 2, Mistral 7B and TinyLlama use it, and Phi-3's), taken from the
+// llama.cpp copy inside PyPI's llama-cpp-python sdist (pinned, SHA-256 checked; the same archive
+// scripts/build-llama-cpp.sh builds from). Only the .gguf files are extracted, into
+// models/vocab/. Prints that folder on stdout. Idempotent.
+import { execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { createReadStream, createWriteStream, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { fileURLToPath } from 'node:url'
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const out = join(process.env.KVENGINE_MODELS_DIR ?? join(root, 'models'), 'vocab')
+const VERSION = '0.3.36'
+const SHA256 = '832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e'
+const URL_ = `https://pypi.org/packages/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/llama_cpp_python-${VERSION}.tar.gz`
+const FILES = ['ggml-vocab-llama-spm.gguf', 'ggml-vocab-phi-3.gguf']
+
+if (FILES.every((f) => existsSync(join(out, f)))) {
+  console.log(out)
+  process.exit(0)
+}
+const work = mkdtempSync(join(tmpdir(), 'kvengine-vocab-'))
+try {
+  const tarball = join(work, 'sdist.tar.gz')
+  console.error(`fetch-vocabs: downloading llama-cpp-python ${VERSION} sdist (76 MB) ...`)
+  const response = await fetch(URL_)
+  if (!response.ok || !response.body) throw new Error(`GET ${URL_}: HTTP ${response.status}`)
+  await pipeline(Readable.fromWeb(response.body), createWriteStream(tarball))
+  const hash = createHash('sha256')
+  await pipeline(createReadStream(tarball), hash)
+  const digest = hash.digest('hex')
+  if (digest !== SHA256) throw new Error(`checksum mismatch for the llama-cpp-python sdist: got ${digest}, expected ${SHA256}`)
+  const members = FILES.map((f) => `llama_cpp_python-${VERSION}/vendor/llama.cpp/models/${f}`)
+  execFileSync('tar', ['-xzf', tarball, '-C', work, ...members], { stdio: 'inherit' })
+  mkdirSync(out, { recursive: true })
+  for (const [i, f] of FILES.entries()) renameSync(join(work, members[i]), join(out, f))
+  console.error(`fetch-vocabs: ${FILES.join(', ')} in ${out}`)
+  console.log(out)
+} finally {
+  rmSync(work, { recursive: true, force: true })
+}
