@@ -50,8 +50,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 
 export const archModelPath = (name: string, type = 'F32') => join(root, 'models', `random-${name}.${type}.gguf`)
 
-/** A seeded stream of uniform numbers (xorshift32): integer steps only, identical everywhere. */
-function uniforms(seed: number): () => number {
+/** A seeded stream of 32-bit integers (xorshift32): integer steps only, identical everywhere. */
+export function xorshift32(seed: number): () => number {
   let x = seed >>> 0 || 1
   return () => {
     x ^= x << 13
@@ -59,8 +59,14 @@ function uniforms(seed: number): () => number {
     x ^= x >>> 17
     x ^= x << 5
     x >>>= 0
-    return x / 4294967296 - 0.5
+    return x
   }
+}
+
+/** Uniform numbers in [-0.5, 0.5) from `xorshift32`. */
+function uniforms(seed: number): () => number {
+  const next = xorshift32(seed)
+  return () => next() / 4294967296 - 0.5
 }
 
 /** Uniform weights with the given standard deviation around `mean`, each tensor its own seed. */

@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-import { ARCH_SHAPES, archModelPath, makeArchModel } from './archModels.js'
+import { ARCH_SHAPES, archModelPath, makeArchModel, xorshift32 } from './archModels.js'
 import { writeFixtureJson } from './fixtureJson.js'
 
 const PROMPT_TOKENS = 64
@@ -21,17 +21,10 @@ const GREEDY = 32
 const TOP = 8
 const log = (msg: string) => process.stderr.write(`[make-arch-fixtures] ${msg}\n`)
 
-/** Seeded prompt ids below 49152 (xorshift32, as the weights). */
-function promptIds(seed: number, n = PROMPT_TOKENS, vocab = 49152): number[] {
-  let x = seed
-  return Array.from({ length: n }, () => {
-    x ^= x << 13
-    x >>>= 0
-    x ^= x >>> 17
-    x ^= x << 5
-    x >>>= 0
-    return x % vocab
-  })
+/** Seeded prompt ids below 49152, from the weights' generator. */
+function promptIds(seed: number, n: number, vocab = 49152): number[] {
+  const next = xorshift32(seed)
+  return Array.from({ length: n }, () => next() % vocab)
 }
 
 function rowSummary(row: Float32Array): { top: [number, number][]; lse: number } {
