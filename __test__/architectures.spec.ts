@@ -21,7 +21,7 @@ interface ArchFixture {
   prompt: number[]
   /** The prompt position of the first row kept. */
   rowsFrom: number
-  files: { type: 'F32' | 'Q4_K_M'; sha256: string; greedy: number[]; rows: { top: [number, number][]; lse: number }[] }[]
+  files: { type: string; sha256: string; greedy: number[]; rows: { top: [number, number][]; lse: number }[] }[]
 }
 
 /** Largest logit difference allowed on llama.cpp's top 8 and on the log-sum-exp, per file type.
@@ -31,7 +31,14 @@ interface ArchFixture {
  * rows agree to the printed digit and a few jump (we see up to 0.37, phi3). llama.cpp differs
  * from itself by up to 0.15 the same way (its batched prompt path against its one-token path,
  * same file, same ids: qwen3 0.148, phi3 0.128). */
-const TOLERANCE = { F32: 2e-3, Q4_K_M: 0.4 }
+const TOLERANCE = { exact: 2e-3, quantized: 0.4 }
+/** Where the greedy runs may split on a quantized file: llama.cpp's own logits for its token and
+ * ours within this (we see 0.004 to 0.09). */
+const NEAR_TIE = 0.1
+/** Formats we do not run as the file has them: Q5_1 is re-encoded to Q8_0 for our SIMD kernels
+ * (candle has only scalar ones for it), which moves each weight by up to half a Q8_0 step, so
+ * greedy agreement is logged there but only the logits tolerance is asserted. */
+const REENCODED = new Set(['Q5_1'])
 
 async function sha256(path: string): Promise<string> {
   const hash = createHash('sha256')
@@ -67,7 +74,8 @@ function logSumExp(row: Float32Array): number {
 for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32']) {
   const fx = JSON.parse(readFileSync(join(root, '__test__', 'fixtures', `llamacpp-arch-${name}.json`), 'utf8')) as ArchFixture
   for (const file of fx.files) {
-    test.serial(`${name} (${file.type}): logits within ${TOLERANCE[file.type]} of llama.cpp on the last 64 prompt rows and 31 decode rows; ${file.type === 'F32' ? '32 greedy tokens equal' : 'greedy tokens equal up to a near-tie'}`, async (t) => {
+    const tolerance = TOLERANCE[file.type === 'F32' ? 'exact' : 'quantized']
+    test.serial(`${name} (${file.type}): logits within ${tolerance} of llama.cpp on the last 64 prompt rows and 31 decode rows; ${file.type === 'F32' ? '32 greedy tokens equal' : REENCODED.has(file.type) ? 'greedy agreement logged' : 'greedy tokens equal up to a near-tie'}`, async (t) => {
       const path = file.type === 'F32' ? makeArchModel(name, modelPath('Q8_0')) : archModelPath(name, file.type)
       if (!existsSync(path)) {
         // llama-quantize is raw llama.cpp, which runs in the fixture script, not in the suite.
@@ -88,7 +96,7 @@ for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32']) {
         if (d > worst) [worst, where] = [d, `row ${r}`]
       }
       t.log(`largest difference from llama.cpp on its top-8 logits and log-sum-exp: ${worst.toExponential(2)} (${where})`)
-      t.true(worst <= TOLERANCE[file.type])
+      t.true(worst <= tolerance)
       const [run] = await new Engine(model).generateBatch(fx.prompt, { temperature: 0, maxTokens: file.greedy.length, stopTokens: [] })
       let agreed = 0
       while (agreed < file.greedy.length && run.tokens[agreed] === file.greedy[agreed]) agreed++
@@ -100,7 +108,7 @@ for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32']) {
         const theirs = top[0][1]
         const ours = top.find(([id]) => id === run.tokens[agreed])?.[1] ?? -Infinity
         t.log(`split at step ${agreed}: llama.cpp's logits ${theirs} for its token, ${ours} for ours`)
-        t.true(theirs - ours <= TOLERANCE[file.type], 'the greedy runs split where llama.cpp was not torn')
+        if (!REENCODED.has(file.type)) t.true(theirs - ours <= NEAR_TIE, 'the greedy runs split where llama.cpp was not torn')
       }
       model.dispose()
     })

@@ -19,6 +19,9 @@ import { writeFixtureJson } from './fixtureJson.js'
 const PROMPT_TOKENS = 64
 const GREEDY = 32
 const TOP = 8
+/** llama-quantize's file types per model: Q4_K_M for all; one model also takes the other common
+ * block formats (Q5_K and Q6_K in Q5_K_M, Q5_1). */
+const QUANTS: Record<string, string[]> = { qwen3: ['Q4_K_M', 'Q5_K_M', 'Q5_1'] }
 const log = (msg: string) => process.stderr.write(`[make-arch-fixtures] ${msg}\n`)
 
 /** Seeded prompt ids below 49152, from the weights' generator. */
@@ -45,13 +48,16 @@ const work = mkdtempSync(join(tmpdir(), 'kvengine-arch-'))
 try {
   for (const name of names) {
     const f32 = makeArchModel(name, tokenizerSource)
-    const q4km = archModelPath(name, 'Q4_K_M')
-    if (!existsSync(q4km)) execFileSync(join(bin, 'llama-quantize'), [f32, q4km, 'Q4_K_M'], { stdio: ['ignore', 'ignore', 'inherit'] })
+    const quantized = (QUANTS[name] ?? ['Q4_K_M']).map((type) => {
+      const path = archModelPath(name, type)
+      if (!existsSync(path)) execFileSync(join(bin, 'llama-quantize'), [f32, path, type], { stdio: ['ignore', 'ignore', 'inherit'] })
+      return [type, path] as const
+    })
     const shape = ARCH_SHAPES[name]!
     const prompt = promptIds(name.length * 7919 + 17, (shape.llama3Rope?.originalContext ?? 0) + PROMPT_TOKENS)
     writeFileSync(join(work, 'ids.txt'), prompt.join(' '))
     const files = []
-    for (const [type, path] of [['F32', f32], ['Q4_K_M', q4km]] as const) {
+    for (const [type, path] of [['F32', f32] as const, ...quantized]) {
       const out = execFileSync(join(bin, 'llama-logits'), [path, join(work, 'ids.txt'), join(work, 'logits.bin'), '--kv', 'f32', '--generate', String(GREEDY), '--tail', String(PROMPT_TOKENS)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
       const { vocab, rows, greedy } = JSON.parse(out) as { vocab: number; rows: number; greedy: number[] }
       const all = new Float32Array(readFileSync(join(work, 'logits.bin')).buffer.slice(0))

@@ -29,7 +29,16 @@ impl GgufFile {
         // candle's parser divides by `general.alignment` unchecked; a zero there must not panic.
         let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Content::read(&mut reader)))
             .map_err(|_| invalid("its header is malformed (e.g. general.alignment = 0)".into()))?;
-        let content = parsed.map_err(|e| invalid(candle_message(&e)))?;
+        let content = parsed.map_err(|e| {
+            let why = candle_message(&e);
+            match unsupported_type(&why) {
+                Some(name) => Error::unsupported(format!(
+                    "{} holds tensors of type {name}, which kvengine cannot run; it runs F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K..Q6_K: pick another quantization of the model",
+                    path.display()
+                )),
+                None => invalid(why),
+            }
+        })?;
         check_tensor_extents(&content, file_len).map_err(invalid)?;
         Ok(Self { path: path.to_owned(), content, reader })
     }
@@ -149,6 +158,18 @@ impl GgufFile {
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
     }
+}
+
+/// candle reads only the block formats it has kernels for and names any other by its ggml type
+/// id; this names the known ones (llama.cpp's `ggml_type`), so the user learns which format it is.
+fn unsupported_type(candle_error: &str) -> Option<String> {
+    let id: u32 = candle_error.strip_prefix("unknown dtype for tensor ")?.trim().parse().ok()?;
+    const NAMES: [(u32, &str); 18] = [
+        (16, "IQ2_XXS"), (17, "IQ2_XS"), (18, "IQ3_XXS"), (19, "IQ1_S"), (20, "IQ4_NL"), (21, "IQ3_S"),
+        (22, "IQ2_S"), (23, "IQ4_XS"), (24, "I8"), (25, "I16"), (26, "I32"), (27, "I64"), (28, "F64"),
+        (29, "IQ1_M"), (34, "TQ1_0"), (35, "TQ2_0"), (39, "MXFP4"), (40, "NVFP4"),
+    ];
+    Some(NAMES.iter().find(|(n, _)| *n == id).map_or_else(|| format!("ggml type {id}"), |(_, name)| format!("{name} (ggml type {id})")))
 }
 
 impl WeightSource for GgufFile {

@@ -230,3 +230,20 @@ fn wrapping_tensor_dims_are_corrupt() {
     std::fs::write(&path, &bad).unwrap();
     expect_err(&path, ErrorKind::CorruptFile, &["token_embd.weight"]);
 }
+
+/// A block format kvengine has no kernels for (IQ4_NL here, as llama-quantize writes it) is
+/// named in an Unsupported error, not reported as a corrupt file.
+#[test]
+fn unsupported_tensor_type_is_named() {
+    let tiny = TinyModel::with_spec(7, TinySpec { tied: true, ..TinySpec::default() });
+    let mut bytes = tiny.gguf_bytes(GgmlDType::F32);
+    // token_embd.weight's info: name, n_dims = 2, two u64 dims, then the u32 ggml type.
+    let name = b"token_embd.weight";
+    let at = bytes.windows(name.len()).position(|w| w == name).unwrap() + name.len() + 4 + 16;
+    assert_eq!(u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 0, "F32 is ggml type 0");
+    bytes[at..at + 4].copy_from_slice(&20u32.to_le_bytes());
+    let dir = tempdir();
+    let path = dir.path().join("iq4_nl.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    expect_err(&path, ErrorKind::Unsupported, &["IQ4_NL", "Q6_K"]);
+}

@@ -49,41 +49,37 @@ fn family_base(m: &TinyModel, arch: &str) -> Vec<u8> {
     }
     let s = &m.spec;
     let ones = |n: usize| QTensor::quantize(&Tensor::ones(n, DType::F32, &Device::Cpu).unwrap(), GgmlDType::F32).unwrap();
-    let mut tensors = Vec::new();
-    let mut pending: Vec<(String, QTensor)> = Vec::new();
-    for (name, t) in m.gguf_tensors_with(GgmlDType::F32, false) {
-        let fused = |parts: &[&str]| parts.iter().any(|p| name.ends_with(&format!(".{p}.weight")));
-        if arch == "phi3" && fused(&["attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"]) {
-            pending.push((name, t));
-            let layer = pending[0].0.split('.').nth(1).unwrap().to_owned();
-            let group = |names: &[&str]| names.iter().all(|n| pending.iter().any(|(p, _)| p == &format!("blk.{layer}.{n}.weight")));
-            for (parts, out) in [(["attn_q", "attn_k", "attn_v"].as_slice(), "attn_qkv"), (["ffn_gate", "ffn_up"].as_slice(), "ffn_up")] {
-                if group(parts) {
-                    let rows: Vec<Tensor> = parts.iter().map(|n| pending.iter().find(|(p, _)| p == &format!("blk.{layer}.{n}.weight")).unwrap().1.dequantize(&Device::Cpu).unwrap()).collect();
-                    let cat = Tensor::cat(&rows, 0).unwrap();
-                    tensors.push((format!("blk.{layer}.{out}.weight"), QTensor::quantize(&cat, GgmlDType::F32).unwrap()));
-                    pending.retain(|(p, _)| !parts.iter().any(|n| p == &format!("blk.{layer}.{n}.weight")));
-                }
-            }
-            continue;
+    let mut tensors = m.gguf_tensors_with(GgmlDType::F32, false);
+    for layer in 0..s.n_layers {
+        if arch == "phi3" {
+            fuse(&mut tensors, layer, &["attn_q", "attn_k", "attn_v"], "attn_qkv");
+            fuse(&mut tensors, layer, &["ffn_gate", "ffn_up"], "ffn_up");
         }
-        if let Some(layer) = name.strip_suffix(".attn_norm.weight") {
-            if matches!(arch, "qwen3" | "gemma3") {
-                tensors.push((format!("{layer}.attn_q_norm.weight"), ones(s.head_dim)));
-                tensors.push((format!("{layer}.attn_k_norm.weight"), ones(s.head_dim)));
-            }
-            if arch == "gemma3" {
-                tensors.push((format!("{layer}.post_attention_norm.weight"), ones(s.hidden)));
-                tensors.push((format!("{layer}.post_ffw_norm.weight"), ones(s.hidden)));
-            }
-        }
-        tensors.push((name, t));
+        let norms: &[(&str, usize)] = match arch {
+            "qwen3" => &[("attn_q_norm", s.head_dim), ("attn_k_norm", s.head_dim)],
+            "gemma3" => &[("attn_q_norm", s.head_dim), ("attn_k_norm", s.head_dim), ("post_attention_norm", s.hidden), ("post_ffw_norm", s.hidden)],
+            _ => &[],
+        };
+        tensors.extend(norms.iter().map(|&(name, n)| (format!("blk.{layer}.{name}.weight"), ones(n))));
     }
-    assert!(pending.is_empty(), "unfused leftovers: {:?}", pending.iter().map(|(n, _)| n).collect::<Vec<_>>());
     let dir = tempdir();
     let p = dir.path().join("family.gguf");
     write_gguf_parts(&p, &meta, &tensors);
     std::fs::read(&p).unwrap()
+}
+
+/// Replaces layer `layer`'s `parts` by one matrix `out` holding their rows in order (Phi-3's layout).
+fn fuse(tensors: &mut Vec<(String, QTensor)>, layer: usize, parts: &[&str], out: &str) {
+    let rows: Vec<Tensor> = parts
+        .iter()
+        .map(|part| {
+            let name = format!("blk.{layer}.{part}.weight");
+            let at = tensors.iter().position(|(n, _)| *n == name).unwrap_or_else(|| panic!("no {name}"));
+            tensors.remove(at).1.dequantize(&Device::Cpu).unwrap()
+        })
+        .collect();
+    let fused = QTensor::quantize(&Tensor::cat(&rows, 0).unwrap(), GgmlDType::F32).unwrap();
+    tensors.push((format!("blk.{layer}.{out}.weight"), fused));
 }
 
 #[test]
@@ -96,7 +92,7 @@ fn fuzz_gguf_headers() {
         ("q8_0".into(), gguf_base(&tiny, GgmlDType::Q8_0)),
         ("f32-tied".into(), gguf_base(&tied, GgmlDType::F32)),
         ("q5_0".into(), gguf_base(&tiny, GgmlDType::Q5_0)),
-        ("q4_k".into(), gguf_base(&TinyModel::with_spec(44, TinySpec { hidden: 256, head_dim: 64, ffn: 256, ..TinySpec::default() }), GgmlDType::Q4_K)),
+        ("q4_k".into(), gguf_base(&TinyModel::with_spec(44, TinySpec { hidden: 256, head_dim: 64, ffn: 256, ..TinySpec::default() }), GgmlDType::Q4K)),
         ("qwen3".into(), family_base(&tiny, "qwen3")),
         ("phi3".into(), family_base(&tiny, "phi3")),
         ("gemma3".into(), family_base(&tied, "gemma3")),
