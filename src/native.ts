@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { KvEngineError, type KvEngineErrorCode } from './KvEngineError.js'
 import type * as Binding from '../native.cjs'
 import { packageRoot } from './packageRoot.js'
+import { addonLoadError } from './addonLoadError.js'
 import { CUDA_ADDON, CUDA_PACKAGE, pickBinding } from './pickBinding.js'
 
 export type { NativeModel, NativeKvCache, NativeModelInfo, NativeCancelToken } from '../native.cjs'
@@ -47,13 +48,9 @@ function loadBinding(): typeof Binding {
   try {
     return require(join(root, 'native.cjs')) as typeof Binding
   } catch (cause) {
-    throw new KvEngineError(
-      'UNSUPPORTED',
-      `kvengine: the native addon for ${process.platform}-${process.arch} could not be loaded ` +
-        `(${(cause as Error).message}). Build it with "npm run build" or install the matching ` +
-        `platform package.`,
-      { cause },
-    )
+    const header = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined
+    const facts = { platform: process.platform, arch: process.arch, glibc: header?.header?.glibcVersionRuntime, checkout: existsSync(join(root, 'Cargo.toml')), cause: (cause as Error).message }
+    throw new KvEngineError('UNSUPPORTED', addonLoadError(facts), { cause })
   }
 }
 
