@@ -27,7 +27,7 @@ pub const GEMMA_TURNS: &str = r#"{{ bos_token }}
 {%- endif -%}
 {%- for m in turns -%}
 <start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}
-{{ ((prefix if loop.first else '') ~ m['content']) | trim }}<end_of_turn>
+{{ (prefix if loop.first else '') ~ (m['content'] | trim) }}<end_of_turn>
 {% endfor -%}
 {%- if add_generation_prompt -%}
 <start_of_turn>model
