@@ -108,11 +108,6 @@ impl GgufFile {
             Vec::new()
         };
         let n_layers = self.required(&key("block_count"), 1024)?;
-        if let Some(rotated) = self.meta_usize(&key("rope.dimension_count"))? {
-            if rotated != head_dim {
-                return Err(Error::unsupported(format!("partial rotary embeddings ({rotated} of {head_dim} dimensions per head) are not supported")));
-            }
-        }
         let variant = match architecture {
             Architecture::Gemma3 => {
                 let window = self.required(&key("attention.sliding_window"), MAX_CONTEXT)?;
@@ -149,6 +144,12 @@ impl GgufFile {
             variant,
         };
         cfg.validate()?;
+        // After validation, so that a corrupt head size is reported as such.
+        if let Some(rotated) = self.meta_usize(&key("rope.dimension_count"))? {
+            if rotated != cfg.head_dim {
+                return Err(Error::unsupported(format!("partial rotary embeddings ({rotated} of {} dimensions per head) are not supported", cfg.head_dim)));
+            }
+        }
         Ok(cfg)
     }
 

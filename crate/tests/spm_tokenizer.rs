@@ -100,9 +100,12 @@ fn decode_matches(tok: &Tokenizer, fx: &Value) {
         let ids = ids(&case["ids"]);
         let expected = case["detokenized"].as_str().unwrap();
         assert_eq!(tok.decode(&ids).unwrap(), expected, "{:?}", case["text"]);
-        // The streaming side reads the same bytes from the table.
+        // The streaming side reads the same bytes from the table. A vocabulary that prefixes a
+        // space when encoding (LLaMA's, Phi-3's) drops it again when decoding a whole text, as
+        // llama.cpp's detokenize does; a stream of pieces keeps it, as its token_to_piece does.
         let streamed: Vec<u8> = ids.iter().flat_map(|&i| &bytes[offsets[i as usize] as usize..offsets[i as usize + 1] as usize]).copied().collect();
-        assert_eq!(String::from_utf8(streamed).unwrap(), expected, "{:?}", case["text"]);
+        let streamed = String::from_utf8(streamed).unwrap();
+        assert!(streamed == expected || streamed.strip_prefix(' ') == Some(expected), "{:?}: streamed {streamed:?}", case["text"]);
     }
 }
 
