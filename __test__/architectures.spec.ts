@@ -4,14 +4,13 @@
 // top-8 logits and log-sum-exp for the last 64 rows of a prompt and every row of a 32-token
 // greedy run. Llama 3.2's prompt runs 64 positions past its original 8192-token context, where
 // its RoPE frequency scaling (rope_freqs.weight) decides the attention.
-import { createHash } from 'node:crypto'
-import { createReadStream, existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { pipeline } from 'node:stream/promises'
 
 import test from 'ava'
 
 import { Engine, Model } from '../index.js'
+import { hashFile } from '../src/hashFile.js'
 import { archModelPath, makeArchModel } from '../scripts/archModels.js'
 import { modelPath, root } from './models.js'
 
@@ -40,11 +39,6 @@ const NEAR_TIE = 0.1
  * greedy agreement is logged there but only the logits tolerance is asserted. */
 const REENCODED = new Set(['Q5_1'])
 
-async function sha256(path: string): Promise<string> {
-  const hash = createHash('sha256')
-  await pipeline(createReadStream(path), hash)
-  return hash.digest('hex')
-}
 
 /** Our logits for the prompt's rows from `rowsFrom` (the rest in a pass of its own, without
  * them), then for each of llama.cpp's greedy tokens but the last. */
@@ -83,7 +77,7 @@ for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32']) {
         t.pass()
         return
       }
-      t.is(await sha256(path), file.sha256, `${path} is not the file the fixture was made from`)
+      t.is((await hashFile(path)).digest('hex'), file.sha256, `${path} is not the file the fixture was made from`)
       const model = await Model.load(path)
       t.is(model.info.architecture, fx.shape.arch)
       const rows = await ourRows(model, fx, file.greedy)

@@ -2,19 +2,19 @@
 // each random-weight model of scripts/archModels.ts in F32 and quantized by llama.cpp's own
 // llama-quantize to Q4_K_M, fed one prompt of seeded ids (64 tokens; for Llama 3's scaled RoPE
 // 64 past the original context), then 32 greedy steps. Per logits row of the last 64 prompt
-// positions and of the greedy run it keeps llama.cpp's top 8 (id, logit) and the log-sum-exp, enough to check our
-// logits and probabilities without committing whole rows. The Q4_K_M file stays in models/
+// positions and of the greedy run it keeps llama.cpp's top 8 (id, logit) and the
+// log-sum-exp, enough to check our logits and probabilities without committing whole rows. The Q4_K_M file stays in models/
 // with its SHA-256 in the fixture: the test needs llama.cpp's own quantization of it.
 //
 //   node --import=tsx scripts/make-arch-fixtures.ts [qwen2 qwen3 ...]
 import { execFileSync } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 
+import { hashFile } from '../src/hashFile.js'
 import { ARCH_SHAPES, archModelPath, makeArchModel, xorshift32 } from './archModels.js'
 import { writeFixtureJson } from './fixtureJson.js'
+import { rawLlamaCpp } from './rawLlamaCpp.js'
 
 const PROMPT_TOKENS = 64
 const GREEDY = 32
@@ -38,41 +38,31 @@ function rowSummary(row: Float32Array): { top: [number, number][]; lse: number }
   return { top: order.map((i) => [i, Number(row[i].toPrecision(7))]), lse: Number((max + Math.log(lse)).toPrecision(7)) }
 }
 
-const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex')
+const sha256 = async (path: string) => (await hashFile(path)).digest('hex')
 
-const bin = execFileSync('bash', ['scripts/build-llama-cpp.sh'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim()
-const version = /VERSION=(\S+)/.exec(readFileSync('scripts/build-llama-cpp.sh', 'utf8'))?.[1]
+const llamaCpp = rawLlamaCpp()
 const tokenizerSource = join('models', 'SmolLM2-135M-Instruct.Q8_0.gguf')
 const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(ARCH_SHAPES)
-const work = mkdtempSync(join(tmpdir(), 'kvengine-arch-'))
-try {
-  for (const name of names) {
-    const f32 = makeArchModel(name, tokenizerSource)
-    const quantized = (QUANTS[name] ?? ['Q4_K_M']).map((type) => {
-      const path = archModelPath(name, type)
-      if (!existsSync(path)) execFileSync(join(bin, 'llama-quantize'), [f32, path, type], { stdio: ['ignore', 'ignore', 'inherit'] })
-      return [type, path] as const
-    })
-    const shape = ARCH_SHAPES[name]!
-    const prompt = promptIds(name.length * 7919 + 17, (shape.llama3Rope?.originalContext ?? 0) + PROMPT_TOKENS)
-    writeFileSync(join(work, 'ids.txt'), prompt.join(' '))
-    const files = []
-    for (const [type, path] of [['F32', f32] as const, ...quantized]) {
-      const out = execFileSync(join(bin, 'llama-logits'), [path, join(work, 'ids.txt'), join(work, 'logits.bin'), '--kv', 'f32', '--generate', String(GREEDY), '--tail', String(PROMPT_TOKENS)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
-      const { vocab, rows, greedy } = JSON.parse(out) as { vocab: number; rows: number; greedy: number[] }
-      const all = new Float32Array(readFileSync(join(work, 'logits.bin')).buffer.slice(0))
-      const summaries = Array.from({ length: rows }, (_, r) => rowSummary(all.subarray(r * vocab, (r + 1) * vocab)))
-      files.push({ type, sha256: sha256(path), greedy, rows: summaries })
-      log(`${name} ${type}: ${rows} rows, greedy ${greedy.slice(0, 8).join(',')}...`)
-    }
-    writeFixtureJson(join('__test__', 'fixtures', `llamacpp-arch-${name}.json`), {
-      generator: `raw llama.cpp from llama-cpp-python ${version}'s sdist (llama-quantize Q4_K_M; F32 KV cache)`,
-      shape,
-      prompt,
-      rowsFrom: prompt.length - PROMPT_TOKENS,
-      files,
-    }, log)
+for (const name of names) {
+  const f32 = makeArchModel(name, tokenizerSource)
+  const quantized = (QUANTS[name] ?? ['Q4_K_M']).map((type) => {
+    const path = archModelPath(name, type)
+    if (!existsSync(path)) execFileSync(join(llamaCpp.bin, 'llama-quantize'), [f32, path, type], { stdio: ['ignore', 'ignore', 'inherit'] })
+    return [type, path] as const
+  })
+  const shape = ARCH_SHAPES[name]!
+  const prompt = promptIds(name.length * 7919 + 17, (shape.llama3Rope?.originalContext ?? 0) + PROMPT_TOKENS)
+  const files = []
+  for (const [type, path] of [['F32', f32] as const, ...quantized]) {
+    const { greedy, rows } = llamaCpp.logits(path, prompt, { kv: 'f32', generate: GREEDY, tail: PROMPT_TOKENS })
+    files.push({ type, sha256: await sha256(path), greedy, rows: rows.map(rowSummary) })
+    log(`${name} ${type}: ${rows.length} rows, greedy ${greedy.slice(0, 8).join(',')}...`)
   }
-} finally {
-  rmSync(work, { recursive: true, force: true })
+  writeFixtureJson(join('__test__', 'fixtures', `llamacpp-arch-${name}.json`), {
+    generator: `${llamaCpp.generator} (llama-quantize Q4_K_M; F32 KV cache)`,
+    shape,
+    prompt,
+    rowsFrom: prompt.length - PROMPT_TOKENS,
+    files,
+  }, log)
 }

@@ -5,30 +5,21 @@
 //
 //   node --import=tsx scripts/make-raw-greedy.ts --fixture __test__/fixtures/llamacpp-greedy-gemma3.json
 //        --model models/gemma-3-270m-q4_k_m.gguf --out __test__/fixtures/llamacpp-raw-greedy-gemma3.json
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 
 import { writeFixtureJson } from './fixtureJson.js'
+import { rawLlamaCpp } from './rawLlamaCpp.js'
 
 const { values: args } = parseArgs({ options: { fixture: { type: 'string' }, model: { type: 'string' }, out: { type: 'string' } } })
 if (!args.fixture || !args.model || !args.out) throw new Error('--fixture, --model and --out are required')
 const log = (msg: string) => process.stderr.write(`[make-raw-greedy] ${msg}\n`)
 
-const bin = execFileSync('bash', ['scripts/build-llama-cpp.sh'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim()
-const version = /VERSION=(\S+)/.exec(readFileSync('scripts/build-llama-cpp.sh', 'utf8'))?.[1]
+const llamaCpp = rawLlamaCpp()
 const source = JSON.parse(readFileSync(args.fixture, 'utf8')) as { tokens: number; kvCacheType: 'F16' | 'F32'; prompts: { name: string; promptTokens: number[] }[] }
-const work = mkdtempSync(join(tmpdir(), 'kvengine-raw-'))
-try {
-  const prompts = source.prompts.map((p) => {
-    writeFileSync(join(work, 'ids.txt'), p.promptTokens.join(' '))
-    const out = execFileSync(join(bin, 'llama-logits'), [args.model!, join(work, 'ids.txt'), join(work, 'logits.bin'), '--kv', source.kvCacheType.toLowerCase(), '--generate', String(source.tokens)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
-    log(`${p.name}: done`)
-    return { name: p.name, greedyTokens: (JSON.parse(out) as { greedy: number[] }).greedy }
-  })
-  writeFixtureJson(args.out, { generator: `raw llama.cpp from llama-cpp-python ${version}'s sdist, GGML_NATIVE on this CPU`, tokens: source.tokens, kvCacheType: source.kvCacheType, prompts }, log)
-} finally {
-  rmSync(work, { recursive: true, force: true })
-}
+const prompts = source.prompts.map((p) => {
+  const { greedy } = llamaCpp.logits(args.model!, p.promptTokens, { kv: source.kvCacheType === 'F32' ? 'f32' : 'f16', generate: source.tokens })
+  log(`${p.name}: done`)
+  return { name: p.name, greedyTokens: greedy }
+})
+writeFixtureJson(args.out, { generator: `${llamaCpp.generator}, GGML_NATIVE on this CPU`, tokens: source.tokens, kvCacheType: source.kvCacheType, prompts }, log)
