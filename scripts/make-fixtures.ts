@@ -6,13 +6,13 @@
 // Greedy fixture: per prompt, the exact prompt ids fed to llama.cpp, N greedy tokens (generation does not stop at
 // EOS / <|im_end|>) and llama.cpp's top-2 candidates with their probabilities at every step.
 // Tokenizer fixture: llama.cpp's ids and detokenized text for a corpus of awkward strings.
-import { readFileSync } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { basename } from 'node:path'
 import { parseArgs } from 'node:util'
-import { getLlama, readGgufFileInfo, JinjaTemplateChatWrapper, LlamaLogLevel, type Token } from 'node-llama-cpp'
+import { readGgufFileInfo, JinjaTemplateChatWrapper, type Token } from 'node-llama-cpp'
+
 
 import { writeFixtureJson } from './fixtureJson.js'
+import { greedyWithTop2, loadWithNodeLlamaCpp } from './nodeLlamaCpp.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -68,14 +68,9 @@ const TOKENIZER_CORPUS: string[] = [
 ]
 
 // ---- load (CPU only, quiet) ----
-const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: LlamaLogLevel.disabled })
 const modelPath = args.model
 log(`loading ${modelPath}`)
-const model = await llama.loadModel({ modelPath, gpuLayers: 0 })
-// The package's exports map hides package.json, so find it from the resolved entry point (dist/index.js).
-const nlcDir = join(dirname(fileURLToPath(import.meta.resolve('node-llama-cpp'))), '..')
-const nlcVersion = JSON.parse(readFileSync(join(nlcDir, 'package.json'), 'utf8')).version
-const generator = `node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release})`
+const { llama, model, generator } = await loadWithNodeLlamaCpp(modelPath)
 log(`${generator}; cpuMathCores=${llama.cpuMathCores}; kv=${kvType}`)
 
 // node-llama-cpp's tokenize() never adds BOS (llama.cpp add_special=false), so prepend it ourselves
@@ -101,41 +96,13 @@ if (typeof template !== 'string') {
   log('ChatML literal == jinja chat_template render (with and without an explicit system message)')
 }
 
-// Six significant digits keep the JSON small and are well below the agreement we can expect across implementations.
-const round = (p: number) => Number(p.toPrecision(6))
-
 // ---- greedy generation ----
 const prompts = []
 for (const p of PROMPTS) {
   const text = p.kind === 'chat' ? chatml(p.msg) : p.msg
   const promptTokens = tokenizePrompt(text, p.kind === 'chat')
-  // A fresh context per prompt: no KV state, sampler or token-predictor history can leak between prompts.
-  const context = await model.createContext({
-    contextSize: Math.max(256, promptTokens.length + N + 16),
-    sequences: 1,
-    threads: { ideal: 2, min: 2 },
-    flashAttention: false,
-    experimentalKvCacheKeyType: kvType,
-    experimentalKvCacheValueType: kvType,
-  })
-  const sequence = context.getSequence()
-  const greedyTokens: Token[] = []
-  const top2: [number, number][][] = []
   const t0 = Date.now()
-  // temperature 0 selects llama.cpp's greedy sampler alone (topK/topP are not applied, no repeat penalty).
-  // `probabilities` is the softmax over the full vocabulary of the raw logits, sorted by probability.
-  // yieldEogToken keeps the generator going through EOS / <|im_end|>; we stop after N tokens ourselves.
-  const gen = sequence.evaluateWithMetadata(promptTokens, { probabilities: true }, { temperature: 0, yieldEogToken: true })
-  for await (const { token, probabilities } of gen) {
-    greedyTokens.push(token)
-    const it = probabilities.entries()
-    const first = it.next().value!, second = it.next().value!
-    if (first[0] !== token) throw new Error(`${p.name}: greedy token ${token} is not the top-1 candidate ${first[0]}`)
-    top2.push([[first[0], round(first[1])], [second[0], round(second[1])]])
-    if (greedyTokens.length >= N) break
-  }
-  await context.dispose()
-  if (greedyTokens.length !== N) throw new Error(`${p.name}: generated ${greedyTokens.length} tokens, wanted ${N}`)
+  const { greedyTokens, top2 } = await greedyWithTop2(model, promptTokens, N, kvType)
   const greedyText = model.detokenize(greedyTokens, true)
   log(`${p.name}: ${promptTokens.length} prompt tokens, ${N} generated in ${Date.now() - t0} ms: ${JSON.stringify(greedyText.slice(0, 70))}`)
   prompts.push({ name: p.name, kind: p.kind, text, promptTokens, greedyTokens, greedyText, top2 })

@@ -6,11 +6,12 @@
 // Per prompt: the ids llama.cpp was fed (BOS included, tokenized by llama.cpp itself, so our tokenizer
 // plays no part in the test), its N greedy tokens (not stopped at <end_of_turn> or EOS) and its top-2
 // candidates with their probabilities at each step, to tell a near-tie from a real disagreement.
-import { readFileSync, writeFileSync } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { writeFileSync } from 'node:fs'
+import { basename } from 'node:path'
 import { parseArgs } from 'node:util'
-import { getLlama, readGgufFileInfo, JinjaTemplateChatWrapper, LlamaLogLevel, type Token } from 'node-llama-cpp'
+import { readGgufFileInfo, JinjaTemplateChatWrapper, type Token } from 'node-llama-cpp'
+
+import { greedyWithTop2, loadWithNodeLlamaCpp } from './nodeLlamaCpp.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -39,11 +40,7 @@ const PROMPTS: { name: string; kind: 'chat' | 'raw'; msg: string }[] = [
   { name: 'raw-list', kind: 'raw', msg: 'The planets of the solar system, in order from the Sun, are' },
 ]
 
-const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: LlamaLogLevel.disabled })
-const model = await llama.loadModel({ modelPath: args.model, gpuLayers: 0 })
-const nlcDir = join(dirname(fileURLToPath(import.meta.resolve('node-llama-cpp'))), '..')
-const nlcVersion = JSON.parse(readFileSync(join(nlcDir, 'package.json'), 'utf8')).version
-const generator = `node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release})`
+const { model, generator } = await loadWithNodeLlamaCpp(args.model)
 log(`${generator}; model ${args.model}`)
 
 // node-llama-cpp's tokenize() never adds BOS; prepend it exactly when llama.cpp would.
@@ -64,27 +61,12 @@ if (typeof template === 'string') {
   log('no chat template in the GGUF: chat prompts use Gemma\'s published turn format as written above')
 }
 
-const round = (p: number) => Number(p.toPrecision(6))
 const prompts = []
 for (const p of PROMPTS) {
   const text = p.kind === 'chat' ? gemmaChat(p.msg) : p.msg
   const promptTokens: Token[] = [...bos, ...model.tokenize(text, p.kind === 'chat')]
-  // A fresh context per prompt, llama.cpp's default F16 KV cache (ours is F16 too).
-  const context = await model.createContext({ contextSize: 256, sequences: 1, threads: { ideal: 2, min: 2 }, flashAttention: false })
-  const sequence = context.getSequence()
-  const greedyTokens: Token[] = []
-  const top2: [number, number][][] = []
-  // temperature 0 is llama.cpp's greedy sampler alone; yieldEogToken keeps going past <end_of_turn>.
-  const gen = sequence.evaluateWithMetadata(promptTokens, { probabilities: true }, { temperature: 0, yieldEogToken: true })
-  for await (const { token, probabilities } of gen) {
-    greedyTokens.push(token)
-    const it = probabilities.entries()
-    const first = it.next().value!, second = it.next().value!
-    if (first[0] !== token) throw new Error(`${p.name}: greedy token ${token} is not the top-1 candidate ${first[0]}`)
-    top2.push([[first[0], round(first[1])], [second[0], round(second[1])]])
-    if (greedyTokens.length >= N) break
-  }
-  await context.dispose()
+  // llama.cpp's default F16 KV cache (ours is F16 too).
+  const { greedyTokens, top2 } = await greedyWithTop2(model, promptTokens, N, 'F16')
   const greedyText = model.detokenize(greedyTokens, true)
   log(`${p.name}: ${promptTokens.length} prompt tokens: ${JSON.stringify(greedyText.slice(0, 70))}`)
   prompts.push({ name: p.name, kind: p.kind, text, promptTokens, greedyTokens, greedyText, top2 })

@@ -6,13 +6,12 @@
 //
 // Per case: the text, whether special-token text is parsed, llama.cpp's ids (no BOS: add_special=false)
 // and llama.cpp's detokenization of those ids.
-import { readFileSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { getLlama, LlamaLogLevel } from 'node-llama-cpp'
 
 import { writeFixtureJson } from './fixtureJson.js'
+import { loadWithNodeLlamaCpp } from './nodeLlamaCpp.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const { values: args } = parseArgs({
@@ -49,12 +48,8 @@ const SPECIAL: string[] = [
   '<start_of_turn>user\n  indented\n<end_of_turn>', '<unk> <pad> <mask>', ' <start_of_turn> spaced ', 'a<eos>b<bos>c',
 ]
 
-const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: LlamaLogLevel.disabled })
 log(`loading ${args.model}`)
-const model = await llama.loadModel({ modelPath: args.model!, gpuLayers: 0, vocabOnly: true })
-const nlcDir = join(dirname(fileURLToPath(import.meta.resolve('node-llama-cpp'))), '..')
-const nlcVersion = JSON.parse(readFileSync(join(nlcDir, 'package.json'), 'utf8')).version
-const generator = `node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release})`
+const { llama, model, generator } = await loadWithNodeLlamaCpp(args.model!, { vocabOnly: true })
 
 const cases = [...PLAIN.map((text) => tokenizerCase(text, false)), ...SPECIAL.map((text) => tokenizerCase(text, true))]
 const { bos, eos } = model.tokens
