@@ -33,9 +33,9 @@ export interface RawFixture {
   prompts: { name: string; greedyTokens: number[] }[]
 }
 
-/** How many of the fixture's prompts `runs` (by prompt name) follow for all of its tokens. */
-export function identicalRuns(fx: Fixture, runs: Map<string, number[]>): number {
-  return fx.prompts.filter((p) => p.greedyTokens.every((token, i) => runs.get(p.name)?.[i] === token)).length
+/** On how many prompts `runs` (by prompt name) repeats every token of `reference`'s run. */
+function identicalRuns(reference: Map<string, number[]>, runs: Map<string, number[]>): number {
+  return [...reference].filter(([name, tokens]) => tokens.every((token, i) => runs.get(name)?.[i] === token)).length
 }
 
 /** Logs how often the two llama.cpp builds agree with each other and with us: on a quantized model
@@ -43,9 +43,9 @@ export function identicalRuns(fx: Fixture, runs: Map<string, number[]>): number 
 export function crossReference(fx: Fixture, rawName: string, results: Agreement[]): { builds: number; oursRaw: number; raw: RawFixture } {
   const raw = JSON.parse(readFileSync(join(root, '__test__', 'fixtures', rawName), 'utf8')) as RawFixture
   const rawRuns = new Map(raw.prompts.map((p) => [p.name, p.greedyTokens]))
+  const nodeRuns = new Map(fx.prompts.map((p) => [p.name, p.greedyTokens]))
   const ours = new Map(results.map((r) => [r.name, r.tokens]))
-  const asRaw: Fixture = { ...fx, prompts: fx.prompts.map((p) => ({ ...p, greedyTokens: rawRuns.get(p.name) ?? [] })) }
-  return { builds: identicalRuns(fx, rawRuns), oursRaw: identicalRuns(asRaw, ours), raw }
+  return { builds: identicalRuns(nodeRuns, rawRuns), oursRaw: identicalRuns(rawRuns, ours), raw }
 }
 
 export interface Agreement {
