@@ -70,7 +70,7 @@ for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32']) {
   for (const file of fx.files) {
     const tolerance = TOLERANCE[file.type === 'F32' ? 'exact' : 'quantized']
     test.serial(`${name} (${file.type}): logits within ${tolerance} of llama.cpp on the last 64 prompt rows and 31 decode rows; ${file.type === 'F32' ? '32 greedy tokens equal' : REENCODED.has(file.type) ? 'greedy agreement logged' : 'greedy tokens equal up to a near-tie'}`, async (t) => {
-      const path = file.type === 'F32' ? makeArchModel(name, modelPath('Q8_0')) : archModelPath(name, file.type)
+      const path = file.type === 'F32' ? makeArchModel(name, modelPath('Q4_1')) : archModelPath(name, file.type)
       if (!existsSync(path)) {
         // llama-quantize is raw llama.cpp, which runs in the fixture script, not in the suite.
         t.log(`NOT RUN: ${path} is made by scripts/make-arch-fixtures.ts (raw llama.cpp's llama-quantize)`)

@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline'
 
 import test from 'ava'
 
+import { hashFile } from '../src/hashFile.js'
 import { modelPath, root } from './models.js'
 
 const bin = join(root, 'dist', 'src', 'cli.js')
@@ -58,15 +59,20 @@ test.serial('a wrong model path is a clear error and exit code 1', async (t) => 
   t.regex(r.stderr, /\[NOT_FOUND\].*\/nonexistent\/model\.gguf/)
 })
 
-test.serial('convert writes a loadable file and reports progress', async (t) => {
-  const out = join(root, 'models', 'cli-test.Q4_0.gguf')
-  const r = await run(['convert', modelPath('Q8_0'), out, '--to', 'q4_0'])
-  t.is(r.code, 0, r.stderr)
-  t.regex(r.stderr, /converting 100%/)
-  const g = await run(['generate', '-m', out, '--raw', '-p', 'Hello', '--max-tokens', '4'])
+test.serial('convert writes a loadable file, reports progress, and writes the same bytes every run', async (t) => {
+  const outs = [1, 2].map((n) => join(root, 'models', `cli-test-${n}.Q4_0.gguf`))
+  for (const out of outs) {
+    const r = await run(['convert', modelPath('Q8_0'), out, '--to', 'q4_0'])
+    t.is(r.code, 0, r.stderr)
+    t.regex(r.stderr, /converting 100%/)
+  }
+  // Files derived from a conversion (the random-weight models' tokenizer) are pinned by hash.
+  const [first, second] = await Promise.all(outs.map(async (out) => (await hashFile(out)).digest('hex')))
+  t.is(first, second, 'two conversions of one file differ')
+  const g = await run(['generate', '-m', outs[0], '--raw', '-p', 'Hello', '--max-tokens', '4'])
   t.is(g.code, 0, g.stderr)
   t.regex(g.stderr, /gguf .*q4_0/)
-  rmSync(out, { force: true })
+  for (const out of outs) rmSync(out, { force: true })
 })
 
 test.serial('serve prints its URL, answers, logs one line per request and exits cleanly on SIGTERM', async (t) => {

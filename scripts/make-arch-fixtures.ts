@@ -41,7 +41,8 @@ function rowSummary(row: Float32Array): { top: [number, number][]; lse: number }
 const sha256 = async (path: string) => (await hashFile(path)).digest('hex')
 
 const llamaCpp = rawLlamaCpp()
-const tokenizerSource = join('models', 'SmolLM2-135M-Instruct.Q8_0.gguf')
+// The fetched file, pinned by hash: our re-encodings are not inputs to a fixture.
+const tokenizerSource = join('models', 'SmolLM2-135M-Instruct.Q4_1.gguf')
 const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(ARCH_SHAPES)
 for (const name of names) {
   const f32 = makeArchModel(name, tokenizerSource)

@@ -2,7 +2,7 @@
 // Makes the model files the test suites need: the default model (fetched), its F32 and Q8_0
 // re-encodings made by our own converter, Gemma 3 270M (fetched; its SentencePiece tokenizer
 // is tested against llama.cpp's), llama.cpp's vocab-only GGUFs of LLaMA's and Phi-3's SentencePiece
-// vocabularies (scripts/fetch-vocabs.mjs) and the random-weight Qwen2/Qwen3 files of scripts/archModels.ts.
+// vocabularies (scripts/fetch-vocabs.mjs) and the random-weight files of scripts/archModels.ts.
 // Cached in models/; idempotent.
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -30,5 +30,5 @@ for (const target of ['f32', 'q8_0']) {
   console.error(`prepare-test-models: wrote ${out}`)
 }
 
-// The random models copy the Q8_0 re-encoding's tokenizer, so they come after it.
-execFileSync(process.execPath, ['--import=tsx', join(root, 'scripts', 'archModels.ts'), join(dirname(source), 'SmolLM2-135M-Instruct.Q8_0.gguf')], { stdio: ['ignore', 'ignore', 'inherit'] })
+// The random models copy the fetched file's tokenizer (pinned by hash, so their bytes are too).
+execFileSync(process.execPath, ['--import=tsx', join(root, 'scripts', 'archModels.ts'), source], { stdio: ['ignore', 'ignore', 'inherit'] })

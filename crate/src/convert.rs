@@ -55,7 +55,7 @@ pub fn convert_gguf(input: &Path, output: &Path, target: GgmlDType, progress: &m
     }
     let file_type = Value::U32(file_type_code(target));
     // candle writes with the default 32-byte alignment, so a copied alignment key would lie.
-    let metadata: Vec<(&str, &Value)> = file
+    let mut metadata: Vec<(&str, &Value)> = file
         .content
         .metadata
         .iter()
@@ -63,6 +63,9 @@ pub fn convert_gguf(input: &Path, output: &Path, target: GgmlDType, progress: &m
         .map(|(k, v)| (k.as_str(), v))
         .chain(std::iter::once(("general.file_type", &file_type)))
         .collect();
+    // candle keeps metadata in a HashMap, whose order changes from run to run; sorted keys make a
+    // conversion byte-identical on every machine, so files derived from it can be pinned by hash.
+    metadata.sort_by_key(|&(key, _)| key);
     let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let tmp = output.with_extension("gguf.partial");
     let mut w = BufWriter::new(File::create(&tmp).map_err(|e| Error::from(e).context(format!("cannot create {}", tmp.display())))?);
