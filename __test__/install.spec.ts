@@ -2,7 +2,7 @@
 // into an empty project by a user with a fresh HOME and no Rust toolchain on PATH, then run
 // through its bin and compiled against by strict TypeScript projects, ESM and CommonJS.
 import { execFileSync, spawn, spawnSync } from 'node:child_process'
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 
@@ -54,7 +54,7 @@ test.serial('npm run pack writes the root tarball and this machine’s platform 
   const rootFiles = files(rootTarball)
   t.true(rootFiles.includes('package/LICENSE') && rootFiles.includes('package/dist/native.d.cts'))
   t.false(rootFiles.some((f) => f.endsWith('.node')), 'the root package carries no addon')
-  t.deepEqual(files(platformTarball).sort(), ['package/LICENSE', 'package/README.md', 'package/kvengine.linux-x64-gnu.node', 'package/package.json'])
+  t.deepEqual(files(platformTarball).sort(), ['package/LICENSE', 'package/README.md', 'package/kvengine-cpu.linux-x64-gnu.node', 'package/kvengine.linux-x64-gnu.node', 'package/package.json'])
 })
 
 test.serial('the installed root names every target’s package at its own version, and npm meets this one from the tarball', (t) => {
@@ -142,6 +142,33 @@ test.serial('strict TypeScript projects compile against the installed types and 
   t.true(esm.text.length > 0)
   const cjs = JSON.parse(sh(process.execPath, [join(project, 'out', 'cjs.cjs'), modelPath('Q4_1')], project)) as { architecture: string }
   t.is(cjs.architecture, 'llama')
+})
+
+const QEMU = process.env.QEMU_X86_64 ?? '/usr/bin/qemu-x86_64'
+
+/** Node under Debian's qemu-user emulating `cpu`, in the user's project. CPUID answers for that
+ * CPU, while /proc/cpuinfo still describes this machine's. */
+function underQemu(cpu: string, script: string) {
+  return spawnSync(QEMU, ['-cpu', cpu, process.execPath, '--input-type=module', '-e', script], { cwd: project, env: userEnv, encoding: 'utf8' })
+}
+
+test.serial('on CPUs older than x86-64-v3 (qemu: Nehalem, Ivy Bridge) importing kvengine throws UNSUPPORTED naming what is missing, where the bare addon dies with SIGILL', (t) => {
+  if (!existsSync(QEMU)) return t.fail(`no qemu-x86_64 at ${QEMU}: run "apt-get install -y qemu-user" (.ci/run does) or set QEMU_X86_64`)
+  const addon = join(project, 'node_modules', 'kvengine-linux-x64-gnu', 'kvengine.linux-x64-gnu.node')
+  const bare = underQemu('Nehalem', `import { createRequire } from 'node:module'; createRequire(import.meta.url)(${JSON.stringify(addon)})`)
+  t.is(bare.signal, 'SIGILL', `the addon itself, required on Nehalem: status ${bare.status}, ${bare.stderr}`)
+
+  const importing = `try { await import('kvengine'); console.log('loaded') } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })) }`
+  for (const [cpu, missing] of [['Nehalem', ['avx', 'avx2', 'fma', 'f16c']], ['IvyBridge', ['avx2', 'bmi2', 'fma']]] as const) {
+    const r = underQemu(cpu, importing)
+    t.is(r.status, 0, `${cpu}: signal ${r.signal}, ${r.stderr}`)
+    const error = JSON.parse(r.stdout) as { code: string; message: string }
+    t.is(error.code, 'UNSUPPORTED', r.stdout)
+    for (const feature of missing) t.regex(error.message, new RegExp(`lacks [^;]*\\b${feature}\\b`), `${cpu}: ${error.message}`)
+    t.notRegex(error.message, /npm run build|cargo/, 'an npm user gets no build advice')
+  }
+  // A v3 CPU is let through to the addon itself.
+  t.is(underQemu('Haswell', importing).stdout.trim(), 'loaded')
 })
 
 test.serial('npm version moves every platform package to the new version, the CUDA one too', (t) => {

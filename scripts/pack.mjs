@@ -61,11 +61,16 @@ rmSync(join(out, 'stage'), { recursive: true })
 
 // Each platform package gets its addon copied in, as `napi artifacts` does from CI's artifacts
 // (which refuses to run unless every target's addon is present, so it cannot serve one machine).
+// Their files are the addon and, for x64, the CPU probe (scripts/build-cpu-probe.mjs).
 for (const dir of platformDirs) {
   const pkgDir = join(root, 'npm', dir)
-  const addon = readJson(join(pkgDir, 'package.json')).main
-  if (existsSync(join(root, addon))) copyFileSync(join(root, addon), join(pkgDir, addon))
-  if (existsSync(join(pkgDir, addon))) tarballs.push(pack(pkgDir))
+  const { main: addon, files } = readJson(join(pkgDir, 'package.json'))
+  if (!existsSync(join(root, addon)) && !existsSync(join(pkgDir, addon))) continue
+  for (const file of files) {
+    if (existsSync(join(root, file))) copyFileSync(join(root, file), join(pkgDir, file))
+    if (!existsSync(join(pkgDir, file))) throw new Error(`npm/${dir} lists ${file}, which is not built: run npm run build:native`)
+  }
+  tarballs.push(pack(pkgDir))
 }
 if (tarballs.length === 1) {
   throw new Error(`no ${binaryName}.<platform>.node is built here for ${platformDirs.join(', ')}: run npm run build:native first`)

@@ -29,3 +29,8 @@ export function addonLoadError(f: AddonFacts): string {
   if (older(f.glibc, PREBUILT.glibc)) return `${head} ${needs}; this system has glibc ${f.glibc}.`
   return `${head} ${needs}. If the platform package kvengine-linux-x64-gnu is missing, reinstall kvengine with optional dependencies included (npm install --include=optional).`
 }
+
+/** For a CPU below the addon's floor, found by src/cpuProbe.ts before the addon is loaded. */
+export function cpuTooOldError(missing: string[]): string {
+  return `kvengine: this CPU lacks ${missing.join(', ')}; kvengine's native addon is built for ${PREBUILT.cpu} and would crash the process here, so it was not loaded.`
+}

@@ -7,7 +7,8 @@ import { join } from 'node:path'
 import { KvEngineError, type KvEngineErrorCode } from './KvEngineError.js'
 import type * as Binding from '../native.cjs'
 import { packageRoot } from './packageRoot.js'
-import { addonLoadError } from './addonLoadError.js'
+import { addonLoadError, cpuTooOldError } from './addonLoadError.js'
+import { missingCpuFeatures } from './cpuProbe.js'
 import { CUDA_ADDON, CUDA_PACKAGE, pickBinding } from './pickBinding.js'
 
 export type { NativeModel, NativeKvCache, NativeModelInfo, NativeCancelToken } from '../native.cjs'
@@ -26,6 +27,8 @@ function installedCudaAddons(root: string): string[] {
 
 function loadBinding(): typeof Binding {
   const root = packageRoot()
+  const missing = missingCpuFeatures(root)
+  if (missing?.length) throw new KvEngineError('UNSUPPORTED', cpuTooOldError(missing))
   const choice = pickBinding({
     requested: process.env.KVENGINE_DEVICE,
     platform: process.platform,

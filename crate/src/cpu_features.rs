@@ -1,6 +1,8 @@
 //! candle compiles its SIMD kernels in or out with `#[cfg(target_feature)]`, and our build sets
 //! `target-cpu=x86-64-v3`. Running that binary on an older CPU dies with SIGILL somewhere deep in
-//! a matmul; checking up front turns that into an error the user can act on.
+//! a matmul; checking up front turns that into an error the user can act on. From Node, the probe
+//! addon (crate/cpu_probe) asks first, before this binary is even loaded; this check covers Rust
+//! users of the crate.
 
 use crate::error::{Error, Result};
 
@@ -20,7 +22,7 @@ pub fn check() -> Result<()> {
         if !missing.is_empty() {
             return Err(Error::unsupported(format!(
                 "this kvengine binary was built for x86-64-v3 CPUs but this CPU lacks {}; \
-                 rebuild from source with RUSTFLAGS=\"-C target-cpu=native\" (npm run build)",
+                 build the crate with RUSTFLAGS=\"-C target-cpu=native\" for this CPU",
                 missing.join(", ")
             )));
         }
