@@ -144,6 +144,30 @@ test.serial('strict TypeScript projects compile against the installed types and 
   t.is(cjs.architecture, 'llama')
 })
 
+test.serial('the installed Linux addon and CPU probe need no glibc newer than 2.17 (Debian 11, Ubuntu 20.04, RHEL 8, Amazon Linux 2)', (t) => {
+  const installed = join(project, 'node_modules', 'kvengine-linux-x64-gnu')
+  for (const file of ['kvengine.linux-x64-gnu.node', 'kvengine-cpu.linux-x64-gnu.node']) {
+    // binutils: the linker Rust builds need, so present wherever this suite can build.
+    const symbols = execFileSync('objdump', ['-T', join(installed, file)], { encoding: 'utf8' })
+    const versions = [...symbols.matchAll(/\bGLIBC_(\d+)\.(\d+)(?:\.(\d+))?\b/g)].map((m) => ({ name: m[0], rank: Number(m[1]) * 1e6 + Number(m[2]) * 1e3 + Number(m[3] ?? 0) }))
+    t.true(versions.length > 0, `${file} names no glibc symbol versions`)
+    const newest = versions.reduce((a, b) => (b.rank > a.rank ? b : a))
+    t.true(newest.rank <= 2017000, `${file} needs ${newest.name}`)
+    t.log(`${file}: newest glibc symbol version ${newest.name}`)
+  }
+})
+
+test.serial('attw finds the packed types right for every ESM resolution, and CommonJS only lacking require(esm), which Node >= 20.19 has', (t) => {
+  const attw = (...args: string[]) => spawnSync(process.execPath, [join(root, 'node_modules', '@arethetypeswrong', 'cli', 'dist', 'index.js'), join(root, 'pack', rootTarball), '--format', 'json', ...args], { encoding: 'utf8' })
+  // The esm-only profile leaves out node10 and node16-cjs, the resolutions without require(esm);
+  // the CommonJS consumer of the test above runs require('kvengine') for real.
+  const esm = attw('--profile', 'esm-only')
+  t.is(esm.status, 0, esm.stdout + esm.stderr)
+  const all = JSON.parse(attw().stdout) as { problems: Record<string, { resolutionKind: string }[]> }
+  t.deepEqual(Object.keys(all.problems), ['CJSResolvesToESM'])
+  t.deepEqual(all.problems.CJSResolvesToESM.map((p) => p.resolutionKind), ['node16-cjs'])
+})
+
 const QEMU = process.env.QEMU_X86_64 ?? '/usr/bin/qemu-x86_64'
 
 /** Node under Debian's qemu-user emulating `cpu`, in the user's project. CPUID answers for that

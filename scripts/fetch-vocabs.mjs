@@ -5,13 +5,12 @@
 // scripts/build-llama-cpp.sh builds from). Only the .gguf files are extracted, into
 // models/vocab/. Prints that folder on stdout. Idempotent.
 import { execFileSync } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { createReadStream, createWriteStream, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
-import { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
+
+import { downloadVerified } from './downloadVerified.mjs'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const out = join(process.env.KVENGINE_MODELS_DIR ?? join(root, 'models'), 'vocab')
@@ -28,13 +27,7 @@ const work = mkdtempSync(join(tmpdir(), 'kvengine-vocab-'))
 try {
   const tarball = join(work, 'sdist.tar.gz')
   console.error(`fetch-vocabs: downloading llama-cpp-python ${VERSION} sdist (76 MB) ...`)
-  const response = await fetch(URL_)
-  if (!response.ok || !response.body) throw new Error(`GET ${URL_}: HTTP ${response.status}`)
-  await pipeline(Readable.fromWeb(response.body), createWriteStream(tarball))
-  const hash = createHash('sha256')
-  await pipeline(createReadStream(tarball), hash)
-  const digest = hash.digest('hex')
-  if (digest !== SHA256) throw new Error(`checksum mismatch for the llama-cpp-python sdist: got ${digest}, expected ${SHA256}`)
+  await downloadVerified(URL_, SHA256, tarball)
   const members = FILES.map((f) => `llama_cpp_python-${VERSION}/vendor/llama.cpp/models/${f}`)
   execFileSync('tar', ['-xzf', tarball, '-C', work, ...members], { stdio: 'inherit' })
   mkdirSync(out, { recursive: true })

@@ -61,7 +61,7 @@ rmSync(join(out, 'stage'), { recursive: true })
 
 // Each platform package gets its addon copied in, as `napi artifacts` does from CI's artifacts
 // (which refuses to run unless every target's addon is present, so it cannot serve one machine).
-// Their files are the addon and, for x64, the CPU probe (scripts/build-cpu-probe.mjs).
+// Their files are the addon and, for x64, the CPU probe (scripts/build-native.mjs).
 for (const dir of platformDirs) {
   const pkgDir = join(root, 'npm', dir)
   const { main: addon, files } = readJson(join(pkgDir, 'package.json'))

@@ -11,8 +11,8 @@ export interface AddonFacts {
   cause: string
 }
 
-/** The one prebuilt addon today, and what it needs (the addon's newest glibc symbol is 2.34). */
-export const PREBUILT = { platform: 'linux', arch: 'x64', glibc: '2.34', cpu: 'an x86-64-v3 CPU (AVX2, FMA, F16C; Intel Haswell, AMD Excavator or newer)' }
+/** The one prebuilt addon today, and what it needs (linked against glibc 2.17 by scripts/build-native.mjs). */
+export const PREBUILT = { platform: 'linux', arch: 'x64', glibc: '2.17', cpu: 'an x86-64-v3 CPU (AVX2, FMA, F16C; Intel Haswell, AMD Excavator or newer)' }
 
 const older = (a: string, b: string) => {
   const [x, y] = [a, b].map((v) => v.split('.').map(Number))
