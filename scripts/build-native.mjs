@@ -5,7 +5,7 @@
 // Linux glibc addons link through cargo-zigbuild against glibc 2.17, the floor the platform
 // package promises: Ubuntu 20.04, Debian 11, RHEL 8 and Amazon Linux 2 run Node 20 on a glibc
 // older than this machine's, and a plain build takes its symbol versions from the build machine.
-// zig comes from PyPI's ziglang wheel (fetched and unpacked by Node: no Python needed) and
+// zig comes from PyPI's ziglang wheel (fetched and unpacked by our own Node code: no Python) and
 // cargo-zigbuild from crates.io, both pinned and cached in .cache/tools. Other hosts and targets
 // build with plain cargo.
 import { execFileSync } from 'node:child_process'
@@ -13,8 +13,9 @@ import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs'
 import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { downloadVerified } from './downloadVerified.mjs'
-import { unzip } from './unzip.mjs'
+// Run with tsx (npm run build:native): the package's own downloader and zip reader, before dist/ exists.
+import { downloadFile } from '../src/downloadFile.js'
+import { extractZip } from '../src/extractZip.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const tools = join(root, '.cache', 'tools')
@@ -58,9 +59,9 @@ async function zigDir() {
   mkdirSync(tools, { recursive: true })
   const file = join(tools, `ziglang-${ZIG.version}-${process.arch}.whl`)
   log(`downloading ziglang ${ZIG.version} from PyPI (${wheel.megabytes} MB)`)
-  await downloadVerified(`https://files.pythonhosted.org/packages/${wheel.path}`, wheel.sha256, file)
+  await downloadFile(new URL(`https://files.pythonhosted.org/packages/${wheel.path}`), file, { sha256: wheel.sha256 })
   rmSync(dir, { recursive: true, force: true })
-  unzip(file, dir)
+  await extractZip(file, dir)
   rmSync(file)
   return join(dir, 'ziglang')
 }

@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { downloadVerified } from './downloadVerified.mjs'
+// Run with tsx (prepare-test-models does): the package's own downloader, checked against the hash.
+import { downloadFile } from '../src/downloadFile.js'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const out = join(process.env.KVENGINE_MODELS_DIR ?? join(root, 'models'), 'vocab')
@@ -26,8 +27,7 @@ if (FILES.every((f) => existsSync(join(out, f)))) {
 const work = mkdtempSync(join(tmpdir(), 'kvengine-vocab-'))
 try {
   const tarball = join(work, 'sdist.tar.gz')
-  console.error(`fetch-vocabs: downloading llama-cpp-python ${VERSION} sdist (76 MB) ...`)
-  await downloadVerified(URL_, SHA256, tarball)
+  await downloadFile(new URL(URL_), tarball, { sha256: SHA256 })
   const members = FILES.map((f) => `llama_cpp_python-${VERSION}/vendor/llama.cpp/models/${f}`)
   execFileSync('tar', ['-xzf', tarball, '-C', work, ...members], { stdio: 'inherit' })
   mkdirSync(out, { recursive: true })

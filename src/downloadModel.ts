@@ -13,7 +13,12 @@ import { modelsDir } from './modelsDir.js'
 import { parseModelSource } from './parseModelSource.js'
 import { pickQuantFile } from './pickQuantFile.js'
 
-export type DownloadModelOptions = Pick<DownloadFileOptions, 'onProgress' | 'signal'>
+export interface DownloadModelOptions {
+  /** Called as bytes arrive. Default: a progress line on stderr; `null` for silence. */
+  onProgress?: DownloadFileOptions['onProgress']
+  /** Aborts the download; the partial file stays, to be resumed by the next call. */
+  signal?: AbortSignal
+}
 
 /**
  * Returns the local path of a model given as `hf:<owner>/<repo>/<file.gguf>`,
