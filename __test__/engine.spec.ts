@@ -287,7 +287,7 @@ test.serial('the KV store reports 2·L·B·T·H_kv·D bytes × 2 (f16, the defau
   t.is(cache.kvType, 'f16')
   t.is(cache.capacity, 100)
   t.is(cache.sizeBytes, 2 * nLayers * 3 * 100 * nKvHeads * headDim * 2)
-  const run = (token: number, n: number) => new Array<number>(n).fill(token)
+  const run = (token: number, n: number) => Array.from({ length: n }, () => token)
   const [a, b] = [model.tokenizer.encode(' a')[0], model.tokenizer.encode(' b')[0]]
   await model.forward(cache, [run(a, 600), [], run(b, 520)])
   await model.forward(cache, [run(a, 500), [b], []])

@@ -41,13 +41,13 @@ function reference(logits: Float32Array, o: SamplingOptions): number[] {
   const pMax = probs[0].p
   probs = probs.filter((x) => x.p >= minP * pMax)
   normalise()
-  const out = new Array<number>(logits.length).fill(0)
+  const out = Array.from({ length: logits.length }, () => 0)
   for (const x of probs) out[x.id] = x.p
   return out
 }
 
 function drawCounts(s: Sampler, logits: Float32Array, draws: number): number[] {
-  const counts = new Array<number>(logits.length).fill(0)
+  const counts = Array.from({ length: logits.length }, () => 0)
   for (let i = 0; i < draws; i++) counts[s.sample(logits)]++
   return counts
 }
@@ -174,7 +174,7 @@ test('Rng streams: reproducible, distinct per seed and per row, bigint equals nu
 
 test('Rng.nextFloat is uniform on [0, 1)', (t) => {
   const rng = new Rng(123)
-  const bins = new Array<number>(20).fill(0)
+  const bins = Array.from({ length: 20 }, () => 0)
   const n = 200_000
   let outside = 0
   for (let i = 0; i < n; i++) {

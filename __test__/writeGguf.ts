@@ -69,10 +69,14 @@ function writeValue(out: Bytes, kind: GgufMetadata[number][1], value: GgufMetada
     case 'f32': return out.u32(TYPE.f32), out.f32(value as number)
     case 'bool': return out.u32(TYPE.bool), out.push(Buffer.of(value ? 1 : 0))
     case 'strings':
-      out.u32(TYPE.array), out.u32(TYPE.string), out.u64((value as string[]).length)
+      out.u32(TYPE.array)
+      out.u32(TYPE.string)
+      out.u64((value as string[]).length)
       return (value as string[]).forEach((s) => out.string(s))
     case 'i32s':
-      out.u32(TYPE.array), out.u32(TYPE.i32), out.u64((value as number[]).length)
+      out.u32(TYPE.array)
+      out.u32(TYPE.i32)
+      out.u64((value as number[]).length)
       return (value as number[]).forEach((v) => out.i32(v))
   }
 }

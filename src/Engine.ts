@@ -234,7 +234,10 @@ export class Engine {
     const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
     for (const [r, state] of rows.entries()) {
       if (state.completed) {
-        step.tokenColumn.push(-1), step.tokenMasks.push(0), step.text.push(''), step.finished.push(null)
+        step.tokenColumn.push(-1)
+        step.tokenMasks.push(0)
+        step.text.push('')
+        step.finished.push(null)
         continue
       }
       // A forced token overrides the row's sample, so the sample is not even drawn.
@@ -246,7 +249,9 @@ export class Engine {
       if (!state.completed && (state.tokens.length >= plan.maxTokens || prefilled[r] + state.tokens.length >= this.model.info.contextLength)) {
         text += state.finish('length')
       }
-      step.tokenColumn.push(token), step.tokenMasks.push(mask), step.text.push(text)
+      step.tokenColumn.push(token)
+      step.tokenMasks.push(mask)
+      step.text.push(text)
       step.finished.push(state.completed ? (state.finishReason as FinishReason) : null)
     }
     return step

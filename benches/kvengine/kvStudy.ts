@@ -62,7 +62,8 @@ export async function kvStudy(model: Model, promptAll: number[], cfg: NonNullabl
   const recomputed: number[] = []
   for (let i = 0; i < cfg.exactUpTo; i++) {
     const { token, ms } = await recomputeStep(model, cache, [...prompt, ...recomputed])
-    exactMs.push(ms), recomputed.push(token)
+    exactMs.push(ms)
+    recomputed.push(token)
     // Step cost grows with the sequence; from the first step's cost, say roughly how long this takes.
     if (i === 0) log('kvengine', `kv study: recomputing ${cfg.exactUpTo} steps, about ${((ms * cfg.exactUpTo * (prompt.length + cfg.exactUpTo / 2)) / prompt.length / 1000).toFixed(0)} s`)
     if ((i + 1) % 32 === 0) log('kvengine', `kv study: recomputed ${i + 1}/${cfg.exactUpTo} steps`)
@@ -73,7 +74,8 @@ export async function kvStudy(model: Model, promptAll: number[], cfg: NonNullabl
   for (let i = cfg.exactUpTo + cfg.sampleEvery - 1; i < maxGen + cfg.sampleEvery - 1; i += cfg.sampleEvery) {
     const at = Math.min(i, maxGen - 1)
     const { token, ms } = await recomputeStep(model, cache, [...prompt, ...cached.tokens.slice(0, at)])
-    points.push([at, ms]), pointSame.push(token === cached.tokens[at])
+    points.push([at, ms])
+    pointSame.push(token === cached.tokens[at])
   }
   cache.dispose()
   const same = (upTo: number) => recomputed.slice(0, upTo).filter((t, i) => t === cached.tokens[i]).length

@@ -92,9 +92,7 @@ class Reader {
     if (type !== ARRAY) return this.scalar(type)
     const inner = this.u32()
     const n = this.u64()
-    const out = new Array(n)
-    for (let i = 0; i < n; i++) out[i] = this.value(inner)
-    return out
+    return Array.from({ length: n }, () => this.value(inner))
   }
 }
 
