@@ -27,11 +27,12 @@ export interface ModelLoadOptions {
   /**
    * What a CPU model multiplies Q8_0/Q4_0 weights by. 'q8' rounds activations to 8-bit blocks
    * first, as llama.cpp does, and multiplies bytes by bytes: prefill and decode run up to 3×
-   * faster than 'f32' (BENCHMARKS.md). On x86 CPUs without AMX, where the quantized weights are
-   * repacked at load into panels (in place of the file's layout: no more memory), a row's logits
-   * are then the same bits however it is batched, prefilled in chunks or decoded, so 'q8' is the
-   * default there (`model.info.activations` says which was chosen). 'f32' keeps activations
-   * exact, the default elsewhere; there batching moves results by float rounding only.
+   * faster than 'f32' (Zen 4, 2026-12-04: `git show a88b126:BENCHMARKS.md`). On x86 CPUs without
+   * AMX, where the quantized weights are repacked at load into panels (in place of the file's
+   * layout: no more memory), a row's logits are then the same bits however it is batched,
+   * prefilled in chunks or decoded, so 'q8' is the default there (`model.info.activations` says
+   * which was chosen). 'f32' keeps activations exact, the default elsewhere; there batching moves
+   * results by float rounding only.
    */
   activations?: 'f32' | 'q8'
 }
