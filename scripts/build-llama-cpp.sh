@@ -4,12 +4,13 @@
 # checked). cmake and ninja come from PyPI wheels into a private venv if the machine lacks them.
 # Everything lands under .cache/llama.cpp (ignored); prints the bin folder on stdout. Idempotent.
 set -euo pipefail
-VERSION=0.3.36
-SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-URL=https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/llama_cpp_python-$VERSION.tar.gz
+root=$(cd "$(dirname "$0")/.." && pwd)
+sdist() { node -p "require('$root/scripts/llamaCppSdist.json').$1"; }
+VERSION=$(sdist version)
+SHA256=$(sdist sha256)
+URL=$(sdist url)
 TOOLS=(llama-quantize llama-bench llama-batched-bench llama-server llama-eval-callback llama-simple llama-tokenize)
 
-root=$(cd "$(dirname "$0")/.." && pwd)
 work=$root/.cache/llama.cpp
 bin=$work/build/bin
 log() { echo "build-llama-cpp: $*" >&2; }

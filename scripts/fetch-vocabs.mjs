@@ -5,7 +5,7 @@
 // scripts/build-llama-cpp.sh builds from). Only the .gguf files are extracted, into
 // models/vocab/. Prints that folder on stdout. Idempotent.
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -15,9 +15,7 @@ import { downloadFile } from '../src/downloadFile.js'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const out = join(process.env.KVENGINE_MODELS_DIR ?? join(root, 'models'), 'vocab')
-const VERSION = '0.3.36'
-const SHA256 = '832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e'
-const URL_ = `https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/llama_cpp_python-${VERSION}.tar.gz`
+const { version: VERSION, sha256: SHA256, url: URL_ } = JSON.parse(readFileSync(join(root, 'scripts', 'llamaCppSdist.json'), 'utf8'))
 const FILES = ['ggml-vocab-llama-spm.gguf', 'ggml-vocab-phi-3.gguf']
 
 if (FILES.every((f) => existsSync(join(out, f)))) {
