@@ -85,8 +85,10 @@ function buildCpuProbe(target, zigbuild, env) {
   const targetDir = join(root, 'target', 'cpu-probe')
   // Its own target folder: other RUSTFLAGS in target/ would rebuild the engine's dependencies.
   const cargoArgs = [zigbuild ? 'zigbuild' : 'build', '--release', '-p', 'kvengine-cpu-probe', '--target-dir', targetDir, ...(target ? ['--target', target] : [])]
-  // RUSTFLAGS overrides .cargo/config.toml's target-cpu=x86-64-v3.
-  run('cargo', cargoArgs, { ...env, RUSTFLAGS: '-C target-cpu=x86-64' })
+  // RUSTFLAGS overrides .cargo/config.toml's target-cpu=x86-64-v3. musl links its C library
+  // statically by default, which leaves no cdylib to make (napi build unsets it for the addon).
+  const crt = triple?.endsWith('-musl') ? ' -C target-feature=-crt-static' : ''
+  run('cargo', cargoArgs, { ...env, RUSTFLAGS: `-C target-cpu=x86-64${crt}` })
   const library = { linux: 'libkvengine_cpu_probe.so', darwin: 'libkvengine_cpu_probe.dylib', win32: 'kvengine_cpu_probe.dll' }[platform.split('-')[0]]
   const out = join(root, `kvengine-cpu.${platform}.node`)
   copyFileSync(join(targetDir, triple ?? '', 'release', library), out)
