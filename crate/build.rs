@@ -19,7 +19,10 @@ fn compile_kernels() -> Result<(), String> {
     for var in ["NVCC", "CUDA_HOME", "CUDA_COMPUTE_CAP"] {
         println!("cargo::rerun-if-env-changed={var}");
     }
-    let nvcc = std::env::var("NVCC").ok().or_else(|| std::env::var("CUDA_HOME").ok().map(|h| format!("{h}/bin/nvcc"))).unwrap_or_else(|| "nvcc".into());
+    let nvcc = std::env::var("NVCC")
+        .ok()
+        .or_else(|| std::env::var("CUDA_HOME").ok().map(|h| format!("{h}/bin/nvcc")))
+        .unwrap_or_else(|| "nvcc".into());
     let cap = std::env::var("CUDA_COMPUTE_CAP").unwrap_or_else(|_| "90".into());
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").map_err(|e| e.to_string())?).join("kvattn.ptx");
     let status = std::process::Command::new(&nvcc)

@@ -55,7 +55,9 @@ fn matmul(c: &mut Criterion) {
             let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu).expect("x");
             group.throughput(Throughput::Elements((m * n * k) as u64));
             group.bench_with_input(BenchmarkId::new("kvengine", m), &m, |b, &m| b.iter(|| ours.forward(black_box(&x), m).expect("ours")));
-            group.bench_with_input(BenchmarkId::new("kvengine_q8", m), &m, |b, &m| b.iter(|| ours_q8.forward(black_box(&x), m).expect("ours q8")));
+            group.bench_with_input(BenchmarkId::new("kvengine_q8", m), &m, |b, &m| {
+                b.iter(|| ours_q8.forward(black_box(&x), m).expect("ours q8"))
+            });
             group.bench_with_input(BenchmarkId::new("candle", m), &m, |b, _| b.iter(|| candle.forward(black_box(&xt)).expect("candle")));
         }
         group.finish();
@@ -88,7 +90,9 @@ fn attention(c: &mut Criterion) {
     }
     let q = values(rows * cfg.q_dim(), 5);
     let slots: Vec<TokenSlot> = (0..rows).map(|row| TokenSlot { row, pos: prompt + own - 1 }).collect();
-    group.bench_function(BenchmarkId::new("decode_8_samples", prompt + own), |b| b.iter(|| attend(&cache, 0, &slots, black_box(&q), &shape, None)));
+    group.bench_function(BenchmarkId::new("decode_8_samples", prompt + own), |b| {
+        b.iter(|| attend(&cache, 0, &slots, black_box(&q), &shape, None))
+    });
     let mut cache = KvCache::new(&cfg, 1, prompt, KvType::F16).expect("cache");
     cache.write(0, 0, 0, &values(prompt * width, 3), &values(prompt * width, 4));
     let q = values(prompt * cfg.q_dim(), 5);

@@ -60,7 +60,8 @@ fn decode(dev: &Device, name: &str, cfg: kvengine::config::ModelConfig, batches:
     let model = CudaModel::load(&mut RandomWeights { cfg: cfg.clone(), f16: false }, cfg.clone(), dev, DType::BF16, &mut |_| {})?;
     for &batch in batches {
         let mut cache = model.new_cache(batch, prompt + steps + 16)?;
-        let prompts: Vec<Vec<u32>> = (0..batch).map(|r| (0..prompt as u32).map(|i| (i * 31 + r as u32 * 7) % cfg.vocab_size as u32).collect()).collect();
+        let prompts: Vec<Vec<u32>> =
+            (0..batch).map(|r| (0..prompt as u32).map(|i| (i * 31 + r as u32 * 7) % cfg.vocab_size as u32).collect()).collect();
         model.forward(&prompts, &mut cache, LogitsFor::LastPerRow, None)?;
         let next: Vec<Vec<u32>> = (0..batch).map(|r| vec![(r as u32 * 13) % cfg.vocab_size as u32]).collect();
         // Each step copies its logits to the host, as sampling does.

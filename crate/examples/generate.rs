@@ -18,7 +18,7 @@ fn main() -> kvengine::Result<()> {
     let ids = tok.encode(&prompt, false, tok.add_bos)?;
     let mut cache = model.new_cache(1, ids.len() + n)?;
     let t0 = Instant::now();
-    let mut out = model.forward(&[ids.clone()], &mut cache, LogitsFor::LastPerRow, None)?;
+    let mut out = model.forward(std::slice::from_ref(&ids), &mut cache, LogitsFor::LastPerRow, None)?;
     let prefill = t0.elapsed();
     print!("{prompt}");
     let t1 = Instant::now();
@@ -29,12 +29,7 @@ fn main() -> kvengine::Result<()> {
         out = model.forward(&[vec![next]], &mut cache, LogitsFor::LastPerRow, None)?;
     }
     println!();
-    eprintln!(
-        "prefill {} tokens in {:?}; decode {:.1} tok/s",
-        ids.len(),
-        prefill,
-        n as f64 / t1.elapsed().as_secs_f64()
-    );
+    eprintln!("prefill {} tokens in {:?}; decode {:.1} tok/s", ids.len(), prefill, n as f64 / t1.elapsed().as_secs_f64());
     Ok(())
 }
 

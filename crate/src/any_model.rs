@@ -66,7 +66,14 @@ impl LanguageModel {
 
     /// `forward`, then each logits row's `candidates` highest logits (see `candidates.rs`; none
     /// when 0), picked in the same job on the pool: one hand-off per step, not two.
-    pub fn forward_picking(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>, candidates: usize) -> Result<(ForwardOutput, Option<Candidates>)> {
+    pub fn forward_picking(
+        &self,
+        batch: &[Vec<u32>],
+        cache: &mut KvCache,
+        which: LogitsFor,
+        cancel: Option<&AtomicBool>,
+        candidates: usize,
+    ) -> Result<(ForwardOutput, Option<Candidates>)> {
         if cache.is_on_device() != self.on_gpu() {
             return Err(Error::invalid("this KV cache was created for a model on another device"));
         }
@@ -92,7 +99,14 @@ impl LanguageModel {
     /// highest logits per fed row. A decode step's hand-off to the caller and back costs about
     /// as much as a small model's pass spends outside its matmuls, so `steps` passes share one.
     /// On error or cancellation every row is rewound to where it was, as after a failed pass.
-    pub fn forward_greedy_steps(&self, batch: &[Vec<u32>], cache: &mut KvCache, steps: usize, cancel: Option<&AtomicBool>, per_row: usize) -> Result<Vec<Candidates>> {
+    pub fn forward_greedy_steps(
+        &self,
+        batch: &[Vec<u32>],
+        cache: &mut KvCache,
+        steps: usize,
+        cancel: Option<&AtomicBool>,
+        per_row: usize,
+    ) -> Result<Vec<Candidates>> {
         if steps == 0 || per_row == 0 {
             return Err(Error::invalid("greedy steps need at least one step and one candidate per row"));
         }

@@ -21,18 +21,17 @@ const CHUNK: usize = 64;
 /// NaN ranks as −∞.
 pub fn top_per_row(logits: &[f32], vocab: usize, n: usize) -> Candidates {
     let per_row = n.min(vocab);
-    let rows = if vocab == 0 { 0 } else { logits.len() / vocab };
+    let rows = logits.len().checked_div(vocab).unwrap_or(0);
     let mut ids = vec![0u32; rows * per_row];
     let mut values = vec![0f32; rows * per_row];
     if per_row > 0 {
-        logits
-            .par_chunks_exact(vocab)
-            .zip(ids.par_chunks_exact_mut(per_row).zip(values.par_chunks_exact_mut(per_row)))
-            .for_each(|(row, (ids, values))| {
+        logits.par_chunks_exact(vocab).zip(ids.par_chunks_exact_mut(per_row).zip(values.par_chunks_exact_mut(per_row))).for_each(
+            |(row, (ids, values))| {
                 for (slot, (id, value)) in top_of_row(row, per_row).into_iter().enumerate() {
                     (ids[slot], values[slot]) = (id, value);
                 }
-            });
+            },
+        );
     }
     Candidates { ids, logits: values, per_row }
 }

@@ -49,18 +49,14 @@ impl ChatTemplate {
         env.add_function("raise_exception", |msg: String| -> std::result::Result<String, JinjaError> {
             Err(JinjaError::new(JinjaErrorKind::InvalidOperation, msg))
         });
-        env.add_template_owned("chat", source.to_owned())
-            .or_kind(ErrorKind::CorruptFile, "the model's chat template does not parse")?;
+        env.add_template_owned("chat", source.to_owned()).or_kind(ErrorKind::CorruptFile, "the model's chat template does not parse")?;
         Ok(Self { env, bos_token, eos_token })
     }
 
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
         for m in messages {
             if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
-                return Err(Error::invalid(format!(
-                    "message role '{}' is not one of system, user, assistant, tool",
-                    m.role
-                )));
+                return Err(Error::invalid(format!("message role '{}' is not one of system, user, assistant, tool", m.role)));
             }
         }
         let tmpl = self.env.get_template("chat").or_kind(ErrorKind::Internal, "chat template")?;

@@ -161,8 +161,8 @@ impl ModelConfig {
             ("intermediate_size must be in 1..=524288", &|| (1..=8 * MAX_WIDTH).contains(&self.intermediate_size)),
             ("n_layers must be in 1..=1024", &|| (1..=1024).contains(&self.n_layers)),
             ("head counts must be in 1..=1024", &|| (1..=1024).contains(&self.n_heads) && (1..=1024).contains(&self.n_kv_heads)),
-            ("n_heads must be a multiple of n_kv_heads", &|| self.n_heads % self.n_kv_heads == 0),
-            ("head_dim must be even and in 2..=1024", &|| (2..=1024).contains(&self.head_dim) && self.head_dim % 2 == 0),
+            ("n_heads must be a multiple of n_kv_heads", &|| self.n_heads.is_multiple_of(self.n_kv_heads)),
+            ("head_dim must be even and in 2..=1024", &|| (2..=1024).contains(&self.head_dim) && self.head_dim.is_multiple_of(2)),
             ("context_length must be in 1..=4194304", &|| (1..=MAX_CONTEXT).contains(&self.context_length)),
             ("norm eps and rope theta must be finite, theta positive", &|| {
                 self.rms_norm_eps.is_finite() && self.rope_theta.is_finite() && self.rope_theta > 0.0
@@ -252,7 +252,7 @@ impl HfConfig {
             return Err(Error::unsupported(format!("{architecture:?} loads from GGUF files only, not from Hugging Face directories")));
         }
         let n_heads = self.num_attention_heads;
-        let head_dim = self.head_dim.unwrap_or(if n_heads > 0 { self.hidden_size / n_heads } else { 0 });
+        let head_dim = self.head_dim.unwrap_or(self.hidden_size.checked_div(n_heads).unwrap_or(0));
         let mut cfg = ModelConfig {
             architecture,
             vocab_size: self.vocab_size,
@@ -275,12 +275,7 @@ impl HfConfig {
         cfg.rope_freq_factors = match &self.rope_scaling {
             Some(s) if s.rope_type.as_deref() == Some("llama3") => llama3_freq_factors(s, head_dim, self.rope_theta)?,
             Some(s) if matches!(s.rope_type.as_deref(), Some("default") | None) => Vec::new(),
-            Some(s) => {
-                return Err(Error::unsupported(format!(
-                    "rope_scaling type {:?} is not supported (only llama3)",
-                    s.rope_type
-                )))
-            }
+            Some(s) => return Err(Error::unsupported(format!("rope_scaling type {:?} is not supported (only llama3)", s.rope_type))),
             None => Vec::new(),
         };
         Ok(cfg)

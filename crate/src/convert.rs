@@ -85,7 +85,11 @@ fn requantize(q: &QTensor, target: GgmlDType) -> Result<QTensor> {
         target
     } else if row % GgmlDType::Q8_0.block_size() == 0 && target != GgmlDType::F32 && target != GgmlDType::F16 {
         // K-quants need 256-wide rows; SmolLM2's 576 is not, so those rows use Q8_0 or Q4_0.
-        if target == GgmlDType::Q4K { GgmlDType::Q4_0 } else { GgmlDType::Q8_0 }
+        if target == GgmlDType::Q4K {
+            GgmlDType::Q4_0
+        } else {
+            GgmlDType::Q8_0
+        }
     } else {
         GgmlDType::F32
     };

@@ -13,7 +13,6 @@ use crate::config::{Architecture, BlockVariant, ModelConfig, RopeStyle, MAX_CONT
 use crate::error::{candle_message, Error, Result};
 use crate::weights::{Weight, WeightSource};
 
-
 pub struct GgufFile {
     pub path: PathBuf,
     pub content: Content,
@@ -77,9 +76,7 @@ impl GgufFile {
     }
 
     fn required(&self, key: &str, max: usize) -> Result<usize> {
-        let n = self
-            .meta_usize(key)?
-            .ok_or_else(|| Error::corrupt(format!("GGUF metadata is missing '{key}'")))?;
+        let n = self.meta_usize(key)?.ok_or_else(|| Error::corrupt(format!("GGUF metadata is missing '{key}'")))?;
         if n == 0 || n > max {
             return Err(Error::corrupt(format!("metadata '{key}' = {n} is out of range (1..={max})")));
         }
@@ -136,7 +133,9 @@ impl GgufFile {
             rope_style: match architecture {
                 Architecture::Llama => RopeStyle::Interleaved,
                 // llama.cpp rotates Qwen and Gemma 3 NeoX-style.
-                Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Phi3 | Architecture::Nanochat | Architecture::Gemma3 => RopeStyle::HalfSplit,
+                Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Phi3 | Architecture::Nanochat | Architecture::Gemma3 => {
+                    RopeStyle::HalfSplit
+                }
             },
             rope_freq_factors,
             context_length: self.required(&key("context_length"), MAX_CONTEXT)?,
@@ -147,7 +146,10 @@ impl GgufFile {
         // After validation, so that a corrupt head size is reported as such.
         if let Some(rotated) = self.meta_usize(&key("rope.dimension_count"))? {
             if rotated != cfg.head_dim {
-                return Err(Error::unsupported(format!("partial rotary embeddings ({rotated} of {} dimensions per head) are not supported", cfg.head_dim)));
+                return Err(Error::unsupported(format!(
+                    "partial rotary embeddings ({rotated} of {} dimensions per head) are not supported",
+                    cfg.head_dim
+                )));
             }
         }
         Ok(cfg)
@@ -166,9 +168,24 @@ impl GgufFile {
 fn unsupported_type(candle_error: &str) -> Option<String> {
     let id: u32 = candle_error.strip_prefix("unknown dtype for tensor ")?.trim().parse().ok()?;
     const NAMES: [(u32, &str); 18] = [
-        (16, "IQ2_XXS"), (17, "IQ2_XS"), (18, "IQ3_XXS"), (19, "IQ1_S"), (20, "IQ4_NL"), (21, "IQ3_S"),
-        (22, "IQ2_S"), (23, "IQ4_XS"), (24, "I8"), (25, "I16"), (26, "I32"), (27, "I64"), (28, "F64"),
-        (29, "IQ1_M"), (34, "TQ1_0"), (35, "TQ2_0"), (39, "MXFP4"), (40, "NVFP4"),
+        (16, "IQ2_XXS"),
+        (17, "IQ2_XS"),
+        (18, "IQ3_XXS"),
+        (19, "IQ1_S"),
+        (20, "IQ4_NL"),
+        (21, "IQ3_S"),
+        (22, "IQ2_S"),
+        (23, "IQ4_XS"),
+        (24, "I8"),
+        (25, "I16"),
+        (26, "I32"),
+        (27, "I64"),
+        (28, "F64"),
+        (29, "IQ1_M"),
+        (34, "TQ1_0"),
+        (35, "TQ2_0"),
+        (39, "MXFP4"),
+        (40, "NVFP4"),
     ];
     Some(NAMES.iter().find(|(n, _)| *n == id).map_or_else(|| format!("ggml type {id}"), |(_, name)| format!("{name} (ggml type {id})")))
 }
@@ -203,9 +220,7 @@ fn check_tensor_extents(content: &Content, file_len: u64) -> std::result::Result
         let bytes = elems
             .filter(|e| e % dtype.block_size() as u64 == 0)
             .and_then(|e| (e / dtype.block_size() as u64).checked_mul(dtype.type_size() as u64));
-        let end = bytes
-            .and_then(|b| b.checked_add(info.offset))
-            .and_then(|b| b.checked_add(content.tensor_data_offset));
+        let end = bytes.and_then(|b| b.checked_add(info.offset)).and_then(|b| b.checked_add(content.tensor_data_offset));
         match end {
             Some(end) if end <= file_len => {}
             _ => return Err(format!("tensor '{name}' with shape {:?} does not fit in the file", info.shape.dims())),

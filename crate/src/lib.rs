@@ -3,6 +3,9 @@
 //! The engine is free of Node: `cargo test`/`cargo bench` use it directly, and the `node`
 //! feature adds the N-API bindings in `node/`.
 
+// Kernels index several arrays with one lane or row number; iterator chains would hide that.
+#![allow(clippy::needless_range_loop)]
+
 /// The allocator our own binaries install (the Node addon, examples, benches). Every pass
 /// allocates activations of a few MB per op; glibc hands blocks that size back to the kernel
 /// when they are freed, so each op faulted in fresh zeroed pages (300k faults in a 512-token
@@ -43,5 +46,5 @@ pub use any_model::LanguageModel;
 pub use error::{Error, ErrorKind, Result};
 pub use kv_cache::{KvCache, KvType};
 pub use loader::{load, load_on, LoadedModel};
-pub use placement::Placement;
 pub use model::{ForwardOutput, LogitsFor, Model};
+pub use placement::Placement;

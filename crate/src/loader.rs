@@ -89,8 +89,8 @@ fn load_hf_dir(dir: &Path, placement: Placement, progress: &mut dyn FnMut(f64)) 
 fn load_nanochat(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
     let files = checkpoint::locate(path)?;
     let text = crate::safetensors_dir::read_text(&files.meta)?;
-    let meta: crate::nanochat::config::Meta =
-        serde_json::from_str(&text).or_kind(ErrorKind::CorruptFile, format!("invalid {} (expected nanochat's meta with a model_config)", files.meta.display()))?;
+    let meta: crate::nanochat::config::Meta = serde_json::from_str(&text)
+        .or_kind(ErrorKind::CorruptFile, format!("invalid {} (expected nanochat's meta with a model_config)", files.meta.display()))?;
     let config = meta.model_config.resolve()?;
     let tokenizer = Tokenizer::from_tiktoken(TiktokenBpe::from_pickle_file(&files.tokenizer)?)?;
     let mut tensors = TensorMap::read(&files.weights)?;

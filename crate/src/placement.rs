@@ -29,7 +29,9 @@ impl Placement {
         match (device.unwrap_or("cpu"), dtype) {
             ("cpu", None) => Ok(Self::Cpu { activations: Activations::parse(activations)? }),
             ("cpu", Some(_)) => Err(Error::invalid("dtype applies to device 'cuda' only; the CPU path keeps each weight's own format")),
-            ("cuda", _) if activations.is_some() => Err(Error::invalid("activations apply to device 'cpu' only; a CUDA model computes in its dtype")),
+            ("cuda", _) if activations.is_some() => {
+                Err(Error::invalid("activations apply to device 'cpu' only; a CUDA model computes in its dtype"))
+            }
             ("cuda", dtype) => {
                 let dtype = match dtype.unwrap_or("bf16") {
                     "f32" => DType::F32,
@@ -45,21 +47,30 @@ impl Placement {
 }
 
 /// The Llama/Qwen2 family on the chosen device.
-pub(crate) fn load_llama(src: &mut dyn WeightSource, config: ModelConfig, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LanguageModel> {
+pub(crate) fn load_llama(
+    src: &mut dyn WeightSource,
+    config: ModelConfig,
+    placement: Placement,
+    progress: &mut dyn FnMut(f64),
+) -> Result<LanguageModel> {
     if config.architecture == Architecture::Phi3 {
         return load_llama_from(&mut Unfused::new(src, &config), config, placement, progress);
     }
     load_llama_from(src, config, placement, progress)
 }
 
-fn load_llama_from(src: &mut dyn WeightSource, config: ModelConfig, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LanguageModel> {
+fn load_llama_from(
+    src: &mut dyn WeightSource,
+    config: ModelConfig,
+    placement: Placement,
+    progress: &mut dyn FnMut(f64),
+) -> Result<LanguageModel> {
     match placement {
         Placement::Cpu { activations } => Ok(Model::load(src, config, activations, progress)?.into()),
         // The CUDA model runs Llama's block only, none of the variant's options (Gemma 3).
-        Placement::Cuda { .. } if !config.variant.is_plain() => Err(Error::unsupported(format!(
-            "{:?} models run on the CPU only; load with device 'cpu'",
-            config.architecture
-        ))),
+        Placement::Cuda { .. } if !config.variant.is_plain() => {
+            Err(Error::unsupported(format!("{:?} models run on the CPU only; load with device 'cpu'", config.architecture)))
+        }
         Placement::Cuda { dtype } => load_cuda(src, config, dtype, progress),
     }
 }

@@ -67,9 +67,7 @@ fn safetensors_files(dir: &Path) -> Result<Vec<String>> {
             .ok_or_else(|| Error::corrupt(format!("{} has no 'weight_map' object", index_path.display())))?;
         let mut names: Vec<String> = Vec::new();
         for shard in map.values() {
-            let shard = shard
-                .as_str()
-                .ok_or_else(|| Error::corrupt(format!("{}: shard names must be strings", index_path.display())))?;
+            let shard = shard.as_str().ok_or_else(|| Error::corrupt(format!("{}: shard names must be strings", index_path.display())))?;
             let plain_name = !shard.contains(['/', '\\', '\0']) && !shard.starts_with('.') && shard.ends_with(".safetensors");
             if !plain_name {
                 return Err(Error::corrupt(format!(
@@ -139,10 +137,8 @@ impl WeightSource for SafetensorsDir {
 
     fn load(&mut self, name: &str) -> Result<Weight> {
         let hf = hf_name(name);
-        let file = *self
-            .index
-            .get(&hf)
-            .ok_or_else(|| Error::corrupt(format!("checkpoint in {} has no tensor '{hf}'", self.dir.display())))?;
+        let file =
+            *self.index.get(&hf).ok_or_else(|| Error::corrupt(format!("checkpoint in {} has no tensor '{hf}'", self.dir.display())))?;
         let (path, mmap) = &self.files[file];
         let st = SafeTensors::deserialize(mmap).or_kind(ErrorKind::CorruptFile, path.display())?;
         let view = st.tensor(&hf).or_kind(ErrorKind::CorruptFile, format!("{}: tensor '{hf}'", path.display()))?;

@@ -27,7 +27,8 @@ mod spm;
 use spm::SpmVocab;
 
 /// llama.cpp's pre-tokenizer regexes for the `tokenizer.ggml.pre` names we support.
-const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const LLAMA3_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// Token names that end a turn in the chat formats we know, besides the declared EOS.
@@ -101,21 +102,15 @@ impl Tokenizer {
             _ => vec![1; tokens.len()],
         };
         let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, merges)
-            .build()
-            .or_kind(ErrorKind::CorruptFile, "invalid BPE vocabulary in GGUF")?;
+        let bpe =
+            BPE::builder().vocab_and_merges(vocab, merges).build().or_kind(ErrorKind::CorruptFile, "invalid BPE vocabulary in GGUF")?;
         let mut tok = tokenizers::Tokenizer::new(bpe);
         let pre = gguf.meta_str("tokenizer.ggml.pre").unwrap_or("default");
         tok.with_pre_tokenizer(Some(pre_tokenizer(pre)?));
         tok.with_decoder(Some(DecoderWrapper::ByteLevel(ByteLevel::default())));
         // llama.cpp treats control (3) and user-defined (4) tokens as atomic in the input.
-        let specials: Vec<AddedToken> = tokens
-            .iter()
-            .zip(&types)
-            .filter(|(_, &ty)| ty == 3 || ty == 4)
-            .map(|(t, _)| AddedToken::from(t.clone(), true))
-            .collect();
+        let specials: Vec<AddedToken> =
+            tokens.iter().zip(&types).filter(|(_, &ty)| ty == 3 || ty == 4).map(|(t, _)| AddedToken::from(t.clone(), true)).collect();
         tok.add_special_tokens(specials).or_kind(ErrorKind::CorruptFile, "invalid special tokens in GGUF")?;
         let id = |key: &str| gguf.meta(key).and_then(|v| v.to_u32().ok()).filter(|&i| (i as usize) < tokens.len());
         let add_bos = matches!(gguf.meta("tokenizer.ggml.add_bos_token"), Some(Value::Bool(true)));
@@ -129,7 +124,8 @@ impl Tokenizer {
             return Err(Error::new(ErrorKind::NotFound, format!("{} is missing", path.display())));
         }
         let invalid = |why: String| Error::corrupt(format!("invalid {}: {why}", path.display()));
-        let json: serde_json::Value = serde_json::from_str(&crate::safetensors_dir::read_text(&path)?).map_err(|e| invalid(e.to_string()))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&crate::safetensors_dir::read_text(&path)?).map_err(|e| invalid(e.to_string()))?;
         // tokenizers panics on some malformed sections instead of returning an error.
         let tok = std::panic::catch_unwind(|| serde_json::from_value::<tokenizers::Tokenizer>(json))
             .map_err(|_| invalid("malformed tokenizer definition".into()))?
@@ -155,7 +151,14 @@ impl Tokenizer {
         let need = |name: &str| bpe.special(name).ok_or_else(|| Error::corrupt(format!("the nanochat tokenizer has no {name} token")));
         let (bos, end) = (need("<|bos|>")?, need("<|assistant_end|>")?);
         let token_bytes = bpe.token_bytes();
-        Ok(Self { encoder: Encoder::Tiktoken(bpe), token_bytes, bos_token: Some(bos), eos_token: Some(end), add_bos: true, eog_tokens: vec![end, bos] })
+        Ok(Self {
+            encoder: Encoder::Tiktoken(bpe),
+            token_bytes,
+            bos_token: Some(bos),
+            eos_token: Some(end),
+            add_bos: true,
+            eog_tokens: vec![end, bos],
+        })
     }
 
     /// The id of a special token by its text, e.g. `<|user_start|>`.
@@ -201,10 +204,9 @@ impl Tokenizer {
     pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         for &id in ids {
-            let bytes = self
-                .token_bytes
-                .get(id as usize)
-                .ok_or_else(|| Error::invalid(format!("token id {id} is out of range: the vocabulary has {} tokens", self.token_bytes.len())))?;
+            let bytes = self.token_bytes.get(id as usize).ok_or_else(|| {
+                Error::invalid(format!("token id {id} is out of range: the vocabulary has {} tokens", self.token_bytes.len()))
+            })?;
             out.extend_from_slice(bytes);
         }
         Ok(out)
@@ -263,11 +265,10 @@ fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
     };
     Ok(match pre {
         "default" | "gpt2" | "gpt-2" => byte_level(true),
-        "smollm" => PreTokenizerWrapper::Sequence(Sequence::new(vec![
-            PreTokenizerWrapper::Digits(Digits::new(true)),
-            byte_level(true),
-        ])),
-        "llama3" | "llama-bpe" | "llama-v3" | "smaug-bpe" => PreTokenizerWrapper::Sequence(Sequence::new(vec![split(LLAMA3_SPLIT)?, byte_level(false)])),
+        "smollm" => PreTokenizerWrapper::Sequence(Sequence::new(vec![PreTokenizerWrapper::Digits(Digits::new(true)), byte_level(true)])),
+        "llama3" | "llama-bpe" | "llama-v3" | "smaug-bpe" => {
+            PreTokenizerWrapper::Sequence(Sequence::new(vec![split(LLAMA3_SPLIT)?, byte_level(false)]))
+        }
         "qwen2" => PreTokenizerWrapper::Sequence(Sequence::new(vec![split(QWEN2_SPLIT)?, byte_level(false)])),
         other => {
             return Err(Error::unsupported(format!(
@@ -279,10 +280,9 @@ fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
 
 fn string_array(gguf: &GgufFile, key: &str) -> Result<Vec<String>> {
     match gguf.meta(key) {
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.to_string().cloned().map_err(|_| Error::corrupt(format!("'{key}' must hold strings"))))
-            .collect(),
+        Some(Value::Array(items)) => {
+            items.iter().map(|v| v.to_string().cloned().map_err(|_| Error::corrupt(format!("'{key}' must hold strings")))).collect()
+        }
         _ => Err(Error::corrupt(format!("GGUF metadata is missing the string array '{key}'"))),
     }
 }
@@ -291,10 +291,9 @@ fn string_array(gguf: &GgufFile, key: &str) -> Result<Vec<String>> {
 fn number_array<T>(gguf: &GgufFile, key: &str, convert: impl Fn(&Value) -> Option<T>) -> Result<Vec<T>> {
     match gguf.meta(key) {
         None => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| convert(v).ok_or_else(|| Error::corrupt(format!("'{key}' holds a value of the wrong type"))))
-            .collect(),
+        Some(Value::Array(items)) => {
+            items.iter().map(|v| convert(v).ok_or_else(|| Error::corrupt(format!("'{key}' holds a value of the wrong type")))).collect()
+        }
         Some(_) => Err(Error::corrupt(format!("GGUF metadata '{key}' must be an array"))),
     }
 }

@@ -89,7 +89,7 @@ impl Weight {
 /// Q/K/gate/up matrices as Q5_0). 34 bytes per block against 22: +55% for those matrices.
 fn q5_0_as_q8_0(blocks: &[u8]) -> Result<Vec<u8>> {
     const IN: usize = 22;
-    if blocks.len() % IN != 0 {
+    if !blocks.len().is_multiple_of(IN) {
         return Err(Error::corrupt(format!("Q5_0 data of {} bytes is not whole 22-byte blocks", blocks.len())));
     }
     let mut out = Vec::with_capacity(blocks.len() / IN * 34);

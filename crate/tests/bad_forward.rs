@@ -105,7 +105,8 @@ fn config_with(n_layers: usize, n_kv_heads: usize, head_dim: usize, context_leng
 #[test]
 fn absurd_kv_cache_dims_are_errors_not_aborts() {
     let new = |cfg: &ModelConfig, batch: usize, cap: usize| {
-        catch_unwind(AssertUnwindSafe(|| KvCache::new(cfg, batch, cap, KvType::F32))).unwrap_or_else(|p| panic!("KvCache::new panicked: {}", panic_message(&*p)))
+        catch_unwind(AssertUnwindSafe(|| KvCache::new(cfg, batch, cap, KvType::F32)))
+            .unwrap_or_else(|p| panic!("KvCache::new panicked: {}", panic_message(&*p)))
     };
     let small = config_with(2, 2, 16, 512);
     for batch in [0, 4097, usize::MAX] {

@@ -33,12 +33,12 @@ fn truncated_gguf_is_corrupt() {
     // (cut length, a phrase the message must contain)
     let cuts: Vec<(usize, &str)> = vec![
         (0, "not a valid GGUF file"),
-        (3, "not a valid GGUF file"),             // inside the magic
-        (10, "not a valid GGUF file"),            // inside the tensor count
-        (24, "not a valid GGUF file"),            // right after the counts
-        (60, "not a valid GGUF file"),            // inside the first metadata key/value
-        (1500, "not a valid GGUF file"),          // inside the token list
-        (data_start - 40, "not a valid GGUF file"), // inside the tensor infos
+        (3, "not a valid GGUF file"),                   // inside the magic
+        (10, "not a valid GGUF file"),                  // inside the tensor count
+        (24, "not a valid GGUF file"),                  // right after the counts
+        (60, "not a valid GGUF file"),                  // inside the first metadata key/value
+        (1500, "not a valid GGUF file"),                // inside the token list
+        (data_start - 40, "not a valid GGUF file"),     // inside the tensor infos
         (data_start + 100, "does not fit in the file"), // inside the first tensor's data
         (bytes.len() / 2, "does not fit in the file"),
         (bytes.len() - 1, "does not fit in the file"), // the last byte of the last tensor
@@ -114,13 +114,17 @@ fn gguf_missing_pieces_are_reported() {
     expect_err(&path, ErrorKind::CorruptFile, &["token_embd.weight"]);
     let path = write_gguf_with(dir.path(), "no-heads.gguf", &tiny, |meta, _| meta.retain(|(k, _)| k != "llama.attention.head_count"));
     expect_err(&path, ErrorKind::CorruptFile, &["llama.attention.head_count"]);
-    let path = write_gguf_with(dir.path(), "no-tokenizer.gguf", &tiny, |meta, _| meta.retain(|(k, _)| !k.starts_with("tokenizer.ggml.model")));
+    let path =
+        write_gguf_with(dir.path(), "no-tokenizer.gguf", &tiny, |meta, _| meta.retain(|(k, _)| !k.starts_with("tokenizer.ggml.model")));
     expect_err(&path, ErrorKind::Unsupported, &["tokenizer model"]);
     let path = write_gguf_with(dir.path(), "no-tokens.gguf", &tiny, |meta, _| meta.retain(|(k, _)| k != "tokenizer.ggml.tokens"));
     expect_err(&path, ErrorKind::CorruptFile, &["tokenizer.ggml.tokens"]);
-    let path = write_gguf_with(dir.path(), "bad-pre.gguf", &tiny, |meta, _| set_meta(meta, "tokenizer.ggml.pre", Value::String("klingon".into())));
+    let path =
+        write_gguf_with(dir.path(), "bad-pre.gguf", &tiny, |meta, _| set_meta(meta, "tokenizer.ggml.pre", Value::String("klingon".into())));
     expect_err(&path, ErrorKind::Unsupported, &["pre-tokenizer 'klingon'"]);
-    let path = write_gguf_with(dir.path(), "bad-template.gguf", &tiny, |meta, _| set_meta(meta, "tokenizer.chat_template", Value::String("{% for %}".into())));
+    let path = write_gguf_with(dir.path(), "bad-template.gguf", &tiny, |meta, _| {
+        set_meta(meta, "tokenizer.chat_template", Value::String("{% for %}".into()))
+    });
     expect_err(&path, ErrorKind::CorruptFile, &["chat template"]);
     // More tokens than embedding rows: ids past the table would crash the forward pass later.
     let path = write_gguf_with(dir.path(), "big-vocab.gguf", &tiny, |meta, _| {

@@ -86,8 +86,8 @@ fn safetensors_tensor_with_wrong_shape_or_dtype() {
     tensors.retain(|(n, _, _)| n != "model.norm.weight");
     write_safetensors(&dir.path().join("model.safetensors"), &tensors);
     let ints: Vec<u8> = (0..64i32).flat_map(|x| x.to_le_bytes()).collect();
-    let mut views: Vec<(String, safetensors::tensor::TensorView<'_>)> = Vec::new();
-    views.push(("model.norm.weight".into(), safetensors::tensor::TensorView::new(safetensors::Dtype::I32, vec![64], &ints).unwrap()));
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> =
+        vec![("model.norm.weight".into(), safetensors::tensor::TensorView::new(safetensors::Dtype::I32, vec![64], &ints).unwrap())];
     safetensors::serialize_to_file(views, None, &dir.path().join("norm.safetensors")).unwrap();
     expect_err(dir.path(), ErrorKind::Unsupported, &["model.norm.weight", "dtype"]);
 }

@@ -38,7 +38,7 @@ fn chunked_prefill_and_decode_give_one_passs_logits_bit_for_bit() {
     let vocab = m.model.config.vocab_size;
     let prompt = long_prompt(m);
     let mut whole = m.model.new_cache(1, 512).unwrap();
-    let all = forward(&m.model, &[prompt.clone()], &mut whole, LogitsFor::All);
+    let all = forward(&m.model, std::slice::from_ref(&prompt), &mut whole, LogitsFor::All);
     let mut chunked = m.model.new_cache(1, 512).unwrap();
     let mut pieces = Vec::new();
     for chunk in prompt.chunks(100).flat_map(|c| c.chunks(if c.len() == 100 { 70 } else { 7 })) {
@@ -47,7 +47,7 @@ fn chunked_prefill_and_decode_give_one_passs_logits_bit_for_bit() {
     assert!(pieces == all, "a prefill in chunks of 70 and 7 changed the logits");
     // Greedy decode, one token a step, against the logits of one pass over what it produced.
     let mut cache = m.model.new_cache(1, 512).unwrap();
-    let mut logits = forward(&m.model, &[prompt.clone()], &mut cache, LogitsFor::LastPerRow);
+    let mut logits = forward(&m.model, std::slice::from_ref(&prompt), &mut cache, LogitsFor::LastPerRow);
     let mut seq = prompt.clone();
     let mut stepped = Vec::new();
     for _ in 0..24 {

@@ -31,7 +31,7 @@ fn cached_decode_against_recompute(kv_type: KvType, tolerance: f32) {
     let vocab = m.model.config.vocab_size;
     let prompt = chat_prompt(m, "Write a short poem about the sea.");
     let mut cache = m.model.new_cache_as(1, 64, kv_type).unwrap();
-    let mut out = m.model.forward(&[prompt.clone()], &mut cache, LogitsFor::LastPerRow, None).unwrap();
+    let mut out = m.model.forward(std::slice::from_ref(&prompt), &mut cache, LogitsFor::LastPerRow, None).unwrap();
     let mut seq = prompt.clone();
     let mut cached_logits = Vec::new();
     for _ in 0..128 {
@@ -61,7 +61,7 @@ fn chunked_prefill_equals_single_prefill() {
     let m = f32_model();
     let prompt = chat_prompt(m, "List three prime numbers and explain why each is prime.");
     let mut whole = m.model.new_cache(1, 256).unwrap();
-    let all = m.model.forward(&[prompt.clone()], &mut whole, LogitsFor::All, None).unwrap();
+    let all = m.model.forward(std::slice::from_ref(&prompt), &mut whole, LogitsFor::All, None).unwrap();
     let mut chunked = m.model.new_cache(1, 256).unwrap();
     let mut pieces = Vec::new();
     for chunk in prompt.chunks(7) {
@@ -83,7 +83,7 @@ fn ragged_batch_equals_rows_alone() {
         m.tokenizer.encode("def quicksort(xs):", false, false).unwrap(),
     ];
     let steps = 24;
-    let alone: Vec<(Vec<u32>, Vec<Vec<f32>>)> = prompts.iter().map(|p| greedy(m, &[p.clone()], steps).remove(0)).collect();
+    let alone: Vec<(Vec<u32>, Vec<Vec<f32>>)> = prompts.iter().map(|p| greedy(m, std::slice::from_ref(p), steps).remove(0)).collect();
     let together = greedy(m, &prompts, steps);
     for (row, ((tokens, logits), (tokens_b, logits_b))) in alone.iter().zip(&together).enumerate() {
         assert_eq!(tokens, tokens_b, "row {row}: batched greedy tokens differ from alone");

@@ -81,7 +81,10 @@ fn kernel_matches_the_cpu_reference() -> Res<()> {
                 for window in [None, Some(0), Some(17), Some(128)] {
                     for splits in [None, Some(1), Some(3), Some(8)] {
                         let diff = run_case(&case, dim, dtype, window, splits, &dev)?;
-                        println!("kvattn {:>15} {dtype:?} d{dim} window {window:?} splits {splits:?}: max |gpu - cpu| = {diff:.2e}", case.name);
+                        println!(
+                            "kvattn {:>15} {dtype:?} d{dim} window {window:?} splits {splits:?}: max |gpu - cpu| = {diff:.2e}",
+                            case.name
+                        );
                         assert!(diff <= tol, "{} {dtype:?} d{dim} window {window:?} splits {splits:?}: {diff} > {tol}", case.name);
                     }
                 }
@@ -96,7 +99,11 @@ fn argmax(row: &[f32]) -> u32 {
 }
 
 /// Greedy tokens of two rows (different prompts, so rows of different lengths share passes).
-fn greedy(forward: &mut dyn FnMut(&[Vec<u32>]) -> kvengine::Result<Vec<f32>>, vocab: usize, steps: usize) -> kvengine::Result<Vec<Vec<u32>>> {
+fn greedy(
+    forward: &mut dyn FnMut(&[Vec<u32>]) -> kvengine::Result<Vec<f32>>,
+    vocab: usize,
+    steps: usize,
+) -> kvengine::Result<Vec<Vec<u32>>> {
     let prompts = vec![vec![1u32, 17, 400, 33, 2048, 5, 77], vec![9u32, 4000, 12]];
     let mut out = vec![Vec::new(), Vec::new()];
     let mut next = prompts;
@@ -125,7 +132,10 @@ fn gpu_greedy_tokens_equal_the_cpu_run() -> Res<()> {
             let mut cache = gpu_model.new_cache(2, 64)?;
             let got = greedy(&mut |b| Ok(gpu_model.forward(b, &mut cache, LogitsFor::LastPerRow, None)?.logits), vocab, 32)?;
             let same: Vec<usize> = want.iter().zip(&got).map(|(w, g)| w.iter().zip(g).take_while(|(a, b)| a == b).count()).collect();
-            println!("greedy {} weights, GPU {dtype:?}: first {same:?} of 32 tokens per row equal the CPU run", if f16 { "F16" } else { "F32" });
+            println!(
+                "greedy {} weights, GPU {dtype:?}: first {same:?} of 32 tokens per row equal the CPU run",
+                if f16 { "F16" } else { "F32" }
+            );
             // The GPU computes in f32 like the CPU path: every token must agree. In f16/bf16 the
             // rounding differs from the CPU's, so agreement is reported, not required.
             if dtype == DType::F32 {

@@ -57,7 +57,9 @@ fn family_base(m: &TinyModel, arch: &str) -> Vec<u8> {
         }
         let norms: &[(&str, usize)] = match arch {
             "qwen3" => &[("attn_q_norm", s.head_dim), ("attn_k_norm", s.head_dim)],
-            "gemma3" => &[("attn_q_norm", s.head_dim), ("attn_k_norm", s.head_dim), ("post_attention_norm", s.hidden), ("post_ffw_norm", s.hidden)],
+            "gemma3" => {
+                &[("attn_q_norm", s.head_dim), ("attn_k_norm", s.head_dim), ("post_attention_norm", s.hidden), ("post_ffw_norm", s.hidden)]
+            }
             _ => &[],
         };
         tensors.extend(norms.iter().map(|&(name, n)| (format!("blk.{layer}.{name}.weight"), ones(n))));
@@ -92,7 +94,10 @@ fn fuzz_gguf_headers() {
         ("q8_0".into(), gguf_base(&tiny, GgmlDType::Q8_0)),
         ("f32-tied".into(), gguf_base(&tied, GgmlDType::F32)),
         ("q5_0".into(), gguf_base(&tiny, GgmlDType::Q5_0)),
-        ("q4_k".into(), gguf_base(&TinyModel::with_spec(44, TinySpec { hidden: 256, head_dim: 64, ffn: 256, ..TinySpec::default() }), GgmlDType::Q4K)),
+        (
+            "q4_k".into(),
+            gguf_base(&TinyModel::with_spec(44, TinySpec { hidden: 256, head_dim: 64, ffn: 256, ..TinySpec::default() }), GgmlDType::Q4K),
+        ),
         ("qwen3".into(), family_base(&tiny, "qwen3")),
         ("phi3".into(), family_base(&tiny, "phi3")),
         ("gemma3".into(), family_base(&tied, "gemma3")),

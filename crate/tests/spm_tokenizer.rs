@@ -103,7 +103,8 @@ fn decode_matches(tok: &Tokenizer, fx: &Value) {
         // The streaming side reads the same bytes from the table. A vocabulary that prefixes a
         // space when encoding (LLaMA's, Phi-3's) drops it again when decoding a whole text, as
         // llama.cpp's detokenize does; a stream of pieces keeps it, as its token_to_piece does.
-        let streamed: Vec<u8> = ids.iter().flat_map(|&i| &bytes[offsets[i as usize] as usize..offsets[i as usize + 1] as usize]).copied().collect();
+        let streamed: Vec<u8> =
+            ids.iter().flat_map(|&i| &bytes[offsets[i as usize] as usize..offsets[i as usize + 1] as usize]).copied().collect();
         let streamed = String::from_utf8(streamed).unwrap();
         assert!(streamed == expected || streamed.strip_prefix(' ') == Some(expected), "{:?}: streamed {streamed:?}", case["text"]);
     }
@@ -146,8 +147,16 @@ fn malformed_sentencepiece_metadata_gives_typed_errors() {
         assert!(err.to_string().contains(what), "{err}");
     };
     expect(&|m| drop(m.remove("tokenizer.ggml.tokens")), ErrorKind::CorruptFile, "tokenizer.ggml.tokens");
-    expect(&|m| drop(m.insert("tokenizer.ggml.scores".into(), Meta::Array(vec![Meta::String("x".into())]))), ErrorKind::CorruptFile, "tokenizer.ggml.scores");
-    expect(&|m| drop(m.insert("tokenizer.ggml.token_type".into(), Meta::Array(vec![Meta::I32(1)]))), ErrorKind::CorruptFile, "token_type (1)");
+    expect(
+        &|m| drop(m.insert("tokenizer.ggml.scores".into(), Meta::Array(vec![Meta::String("x".into())]))),
+        ErrorKind::CorruptFile,
+        "tokenizer.ggml.scores",
+    );
+    expect(
+        &|m| drop(m.insert("tokenizer.ggml.token_type".into(), Meta::Array(vec![Meta::I32(1)]))),
+        ErrorKind::CorruptFile,
+        "token_type (1)",
+    );
     expect(&|m| drop(m.insert("tokenizer.ggml.scores".into(), Meta::F32(0.0))), ErrorKind::CorruptFile, "must be an array");
     expect(&|m| drop(m.insert("tokenizer.ggml.model".into(), Meta::String("bert".into()))), ErrorKind::Unsupported, "'bert'");
     // An out-of-range BOS id is no BOS rather than an id that would index past the vocabulary.

@@ -390,7 +390,10 @@ mod x86 {
     unsafe fn exp8(x: __m256) -> __m256 {
         let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
         let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(x, _mm256_set1_ps(super::LOG2_E)));
-        let r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(super::LN2_HI))), _mm256_mul_ps(n, _mm256_set1_ps(super::LN2_LO)));
+        let r = _mm256_sub_ps(
+            _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(super::LN2_HI))),
+            _mm256_mul_ps(n, _mm256_set1_ps(super::LN2_LO)),
+        );
         let mut p = _mm256_setzero_ps();
         for &c in super::TAYLOR.iter().rev() {
             p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c));

@@ -104,12 +104,27 @@ struct SharedGroup {
 /// `q` is `(N, H, D)` with RoPE applied; the cache already holds this pass's K/V. Returns
 /// `(N, H, D)`. Attention over a long prompt is the longest stretch of a layer, so remaining
 /// items are skipped once `cancel` is set; the caller then discards the output.
-pub fn attend(cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, cancel: Option<&AtomicBool>) -> Vec<f32> {
+pub fn attend(
+    cache: &KvCache,
+    layer: usize,
+    slots: &[TokenSlot],
+    q: &[f32],
+    shape: &AttentionShape,
+    cancel: Option<&AtomicBool>,
+) -> Vec<f32> {
     attend_split_for(rayon::current_num_threads(), cache, layer, slots, q, shape, cancel)
 }
 
 /// `attend`, planned as if for `threads` threads (tests force key-range splits with it).
-fn attend_split_for(threads: usize, cache: &KvCache, layer: usize, slots: &[TokenSlot], q: &[f32], shape: &AttentionShape, cancel: Option<&AtomicBool>) -> Vec<f32> {
+fn attend_split_for(
+    threads: usize,
+    cache: &KvCache,
+    layer: usize,
+    slots: &[TokenSlot],
+    q: &[f32],
+    shape: &AttentionShape,
+    cancel: Option<&AtomicBool>,
+) -> Vec<f32> {
     let groups = shared_groups(cache, slots, shape);
     let items = plan_items(slots, shape, threads, &groups);
     // Costliest first, one item per task: rayon's halving would otherwise hand one thread a

@@ -34,7 +34,12 @@ fn check_against_brute_force(threads: usize, rows: usize, len: usize, d: usize, 
             cache.write(0, row, 0, &noise(row, len * width), &noise(row + 7, len * width));
         }
         for window in [None, Some(5), Some(0), Some(100), Some(300)] {
-            assert_matches_brute_force(threads, &cache, slots, &AttentionShape { n_heads: HEADS, n_kv_heads: KV_HEADS, head_dim: d, window });
+            assert_matches_brute_force(
+                threads,
+                &cache,
+                slots,
+                &AttentionShape { n_heads: HEADS, n_kv_heads: KV_HEADS, head_dim: d, window },
+            );
         }
     }
 }
@@ -57,7 +62,8 @@ fn assert_matches_brute_force(threads: usize, cache: &KvCache, slots: &[TokenSlo
 #[test]
 fn prefill_and_windowed_attention_equal_brute_force() {
     // Row 0 decodes one token; row 1 prefills 21 tokens after a 19-token prefix (two blocks).
-    let slots: Vec<TokenSlot> = std::iter::once(TokenSlot { row: 0, pos: 39 }).chain((19..40).map(|pos| TokenSlot { row: 1, pos })).collect();
+    let slots: Vec<TokenSlot> =
+        std::iter::once(TokenSlot { row: 0, pos: 39 }).chain((19..40).map(|pos| TokenSlot { row: 1, pos })).collect();
     for d in [8, 64, 12] {
         check_against_brute_force(1, 2, 40, d, &slots);
     }
@@ -83,7 +89,8 @@ fn splits_cover_each_key_range_once() {
         let items = plan_items(&slots, &shape, 4, &[]);
         for (first, last) in [(0, 2), (3, 3)] {
             for kv_head in 0..3 {
-                let ranges: Vec<&Range<usize>> = items.iter().filter(|i| i.tokens[0] == first && i.kv_head == kv_head).map(|i| &i.keys).collect();
+                let ranges: Vec<&Range<usize>> =
+                    items.iter().filter(|i| i.tokens[0] == first && i.kv_head == kv_head).map(|i| &i.keys).collect();
                 assert_eq!(ranges.first().map(|r| r.start), Some(shape.visible(slots[first].pos).start));
                 assert_eq!(ranges.last().map(|r| r.end), Some(slots[last].pos + 1));
                 assert!(ranges.windows(2).all(|w| w[0].end == w[1].start && w[0].end % SPLIT == 0));
@@ -159,15 +166,25 @@ fn a_querys_output_does_not_depend_on_its_pass() {
         for threads in [1, 8] {
             for chunk in prefill.chunks(7) {
                 let got = attend_slots(threads, chunk, &shape);
-                assert!(got[..] == whole[(chunk[0].pos - 400) * HEADS * d..][..got.len()], "window {window:?}, {threads} threads: a chunk at {} changed", chunk[0].pos);
+                assert!(
+                    got[..] == whole[(chunk[0].pos - 400) * HEADS * d..][..got.len()],
+                    "window {window:?}, {threads} threads: a chunk at {} changed",
+                    chunk[0].pos
+                );
             }
             for pos in [400, 511, 512, 513, 699] {
-                assert!(attend_slots(threads, &[at(pos)], &shape) == want(pos), "window {window:?}, {threads} threads: decode at {pos} changed");
+                assert!(
+                    attend_slots(threads, &[at(pos)], &shape) == want(pos),
+                    "window {window:?}, {threads} threads: decode at {pos} changed"
+                );
                 // Rows 1 and 2 hold row 0's positions: the same query there, beside row 0's.
                 let beside: Vec<TokenSlot> = (0..3).map(|row| TokenSlot { row, pos }).collect();
                 let got = attend_slots(threads, &beside, &shape);
                 for row in 0..3 {
-                    assert!(&got[row * HEADS * d..][..HEADS * d] == want(pos), "window {window:?}, {threads} threads: row {row} beside the others at {pos} changed");
+                    assert!(
+                        &got[row * HEADS * d..][..HEADS * d] == want(pos),
+                        "window {window:?}, {threads} threads: row {row} beside the others at {pos} changed"
+                    );
                 }
             }
         }

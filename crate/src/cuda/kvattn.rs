@@ -131,7 +131,8 @@ pub fn attend(
     let scale_log2 = std::f32::consts::LOG2_E / (d as f32).sqrt();
     let window = params.window.map_or(-1, |w| w.min(i32::MAX as usize) as i32);
     let scalars = [n as i32, h as i32, dims.n_kv_heads as i32, dims.capacity as i32, window];
-    let grid = LaunchConfig { grid_dim: (n_tiles as u32, dims.n_kv_heads as u32, splits as u32), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    let grid =
+        LaunchConfig { grid_dim: (n_tiles as u32, dims.n_kv_heads as u32, splits as u32), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     let combine = LaunchConfig { grid_dim: (queries.div_ceil(4) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
 
     fn go<T: CudaDType + DeviceRepr>(

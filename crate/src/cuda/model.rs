@@ -51,7 +51,13 @@ struct Pass {
 }
 
 impl CudaModel {
-    pub fn load(src: &mut dyn WeightSource, config: ModelConfig, device: &Device, dtype: DType, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+    pub fn load(
+        src: &mut dyn WeightSource,
+        config: ModelConfig,
+        device: &Device,
+        dtype: DType,
+        progress: &mut dyn FnMut(f64),
+    ) -> Result<Self> {
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::unsupported(format!("the CUDA model computes in f32, f16 or bf16, not {dtype:?}")));
         }
@@ -138,20 +144,33 @@ impl CudaModel {
         }
         for (row, tokens) in batch.iter().enumerate() {
             if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
-                return Err(Error::invalid(format!("token id {bad} in row {row} is out of range: the vocabulary has {} tokens", self.config.vocab_size)));
+                return Err(Error::invalid(format!(
+                    "token id {bad} in row {row} is out of range: the vocabulary has {} tokens",
+                    self.config.vocab_size
+                )));
             }
             let after = cache.seqlen(row) + tokens.len();
             if after > self.config.context_length {
                 return Err(Error::new(
                     ErrorKind::ContextOverflow,
-                    format!("row {row} would hold {after} tokens but the model's context is {} tokens; shorten the prompt or lower maxTokens", self.config.context_length),
+                    format!(
+                        "row {row} would hold {after} tokens but the model's context is {} tokens; shorten the prompt or lower maxTokens",
+                        self.config.context_length
+                    ),
                 ));
             }
         }
         Ok(batch.iter().map(Vec::len).collect())
     }
 
-    fn block_forward(&self, b: &Block<Linear>, layer: usize, x: &Tensor, pass: &Pass, (k_cache, v_cache): (&Tensor, &Tensor)) -> Result<Tensor> {
+    fn block_forward(
+        &self,
+        b: &Block<Linear>,
+        layer: usize,
+        x: &Tensor,
+        pass: &Pass,
+        (k_cache, v_cache): (&Tensor, &Tensor),
+    ) -> Result<Tensor> {
         let cfg = &self.config;
         let (n, eps) = (x.dim(0)?, cfg.rms_norm_eps);
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, eps)?;
@@ -169,7 +188,8 @@ impl CudaModel {
         let k = rope(b.k.forward(&h)?, cfg.n_kv_heads)?;
         let v = b.v.forward(&h)?.reshape((n, cfg.n_kv_heads, cfg.head_dim))?;
         kvattn::append(k_cache, v_cache, layer, &k, &v, &pass.plan)?;
-        let params = KvAttnParams { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: None, num_splits: None };
+        let params =
+            KvAttnParams { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: None, num_splits: None };
         let attn = kvattn::attend(&q, k_cache, v_cache, layer, &pass.plan, params)?.reshape((n, cfg.q_dim()))?;
         let x = (x + b.o.forward(&attn)?)?;
         let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, eps)?;

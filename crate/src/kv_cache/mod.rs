@@ -14,11 +14,11 @@ mod shared_prefix;
 mod view;
 
 pub use element::{KvElement, KvType};
+use planes::Planes;
 pub use planes::RowKv;
 pub use shared_prefix::SharedPrefix;
-pub use view::KvCacheView;
-use planes::Planes;
 use shared_prefix::SharedPrefixes;
+pub use view::KvCacheView;
 
 use crate::config::ModelConfig;
 use crate::error::{Error, ErrorKind, Result};
@@ -73,7 +73,13 @@ impl KvCache {
 
     /// A cache whose K/V live on a CUDA device, in `dtype`.
     #[cfg(feature = "cuda")]
-    pub fn on_device(cfg: &ModelConfig, batch: usize, capacity: usize, dtype: candle_core::DType, device: &candle_core::Device) -> Result<Self> {
+    pub fn on_device(
+        cfg: &ModelConfig,
+        batch: usize,
+        capacity: usize,
+        dtype: candle_core::DType,
+        device: &candle_core::Device,
+    ) -> Result<Self> {
         // Zero layers sizes the host buffers to nothing; the lengths and history stay here.
         let mut cache = Self::new(&ModelConfig { n_layers: 0, ..cfg.clone() }, batch, capacity, KvType::F32)?;
         cache.n_layers = cfg.n_layers;
@@ -151,10 +157,7 @@ impl KvCache {
     pub fn truncate_row(&mut self, row: usize, len: usize) -> Result<()> {
         self.check_row(row)?;
         if len > self.seqlen(row) {
-            return Err(Error::invalid(format!(
-                "cannot truncate row {row} to {len}: it holds only {} positions",
-                self.seqlen(row)
-            )));
+            return Err(Error::invalid(format!("cannot truncate row {row} to {len}: it holds only {} positions", self.seqlen(row))));
         }
         self.seqlens[row] = len as i32;
         self.history[row].truncate(len);
@@ -212,7 +215,9 @@ impl KvCache {
         let row_stride = self.n_kv_heads * self.head_dim;
         let moves: Vec<(usize, usize, usize)> = (0..self.n_layers)
             .flat_map(|layer| (0..self.batch).map(move |row| (layer, row)))
-            .map(|(layer, row)| (self.offset(layer, row, 0), self.seqlen(row) * row_stride, (layer * self.batch + row) * capacity * row_stride))
+            .map(|(layer, row)| {
+                (self.offset(layer, row, 0), self.seqlen(row) * row_stride, (layer * self.batch + row) * capacity * row_stride)
+            })
             .collect();
         self.planes = self.planes.regrown(elems, &moves)?;
         self.capacity = capacity;

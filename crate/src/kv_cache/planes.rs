@@ -134,7 +134,12 @@ impl Planes {
 /// zeroed every page twice on one thread, 0.4 s for 8 rows of 1024.
 fn zeroed<E: KvElement>(elems: usize) -> Result<Vec<E>> {
     let page_elems = 4096 / std::mem::size_of::<E>();
-    let too_big = || Error::invalid(format!("could not allocate {} MiB for the KV cache; use a smaller batch or context", (elems * std::mem::size_of::<E>()) >> 20));
+    let too_big = || {
+        Error::invalid(format!(
+            "could not allocate {} MiB for the KV cache; use a smaller batch or context",
+            (elems * std::mem::size_of::<E>()) >> 20
+        ))
+    };
     if elems == 0 {
         return Ok(Vec::new());
     }

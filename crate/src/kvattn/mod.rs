@@ -142,7 +142,7 @@ pub fn attend(q: &Tensor, k_cache: &Tensor, v_cache: &Tensor, layer: usize, plan
     let valid = q.dims() == [plan.n_tokens(), params.n_heads, params.head_dim]
         && (hkv, d) == (params.n_kv_heads, params.head_dim)
         && params.n_kv_heads > 0
-        && params.n_heads % params.n_kv_heads == 0
+        && params.n_heads.is_multiple_of(params.n_kv_heads)
         && v_cache.dims() == k_cache.dims()
         && layer < l
         && (b, t) == (plan.batch, plan.capacity);
@@ -190,14 +190,22 @@ impl InplaceOp2 for Append<'_> {
         match (dst, new) {
             (CpuStorage::F32(c), CpuStorage::F32(s)) => reference::append(&mut c[at..at + dims.len()], &s[from..from + n], rows, pos, dims),
             (CpuStorage::F16(c), CpuStorage::F16(s)) => reference::append(&mut c[at..at + dims.len()], &s[from..from + n], rows, pos, dims),
-            (CpuStorage::BF16(c), CpuStorage::BF16(s)) => reference::append(&mut c[at..at + dims.len()], &s[from..from + n], rows, pos, dims),
+            (CpuStorage::BF16(c), CpuStorage::BF16(s)) => {
+                reference::append(&mut c[at..at + dims.len()], &s[from..from + n], rows, pos, dims)
+            }
             _ => candle_core::bail!("kv-append: the cache must be f32, f16 or bf16 and match the new K/V"),
         }
         Ok(())
     }
 
     #[cfg(feature = "cuda")]
-    fn cuda_fwd(&self, dst: &mut candle_core::CudaStorage, dst_l: &Layout, new: &candle_core::CudaStorage, new_l: &Layout) -> candle_core::Result<()> {
+    fn cuda_fwd(
+        &self,
+        dst: &mut candle_core::CudaStorage,
+        dst_l: &Layout,
+        new: &candle_core::CudaStorage,
+        new_l: &Layout,
+    ) -> candle_core::Result<()> {
         let (dims, at) = self.slab_dims(dst_l)?;
         crate::cuda::kvattn::append(dst, at, (new, new_l), dims, self.plan)
     }
@@ -229,7 +237,15 @@ impl CustomOp3 for Attend<'_> {
         "kv-attention"
     }
 
-    fn cpu_fwd(&self, q: &CpuStorage, q_l: &Layout, k: &CpuStorage, k_l: &Layout, v: &CpuStorage, v_l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(
+        &self,
+        q: &CpuStorage,
+        q_l: &Layout,
+        k: &CpuStorage,
+        k_l: &Layout,
+        v: &CpuStorage,
+        v_l: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (dims, at) = self.slab_dims(k_l)?;
         let shape = q_l.shape().clone();
         let (_, v_at) = layer_slab(v_l, self.layer)?;

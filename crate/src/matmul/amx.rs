@@ -87,7 +87,10 @@ pub unsafe fn run(format: WeightFormat, weights: &[u8], row_bytes: usize, x: &Qu
     let blocks = k / BLOCK;
     let m_pad = m.next_multiple_of(ROWS);
     // Tiles read whole groups of 32 rows: the rows past m are the zeros `quantize` pads with.
-    assert!(x.k == k && x.values.len() >= m_pad * k && x.scales.len() >= m_pad * blocks && out.rows() >= m && out.cols() == cols, "AMX matmul operands out of range");
+    assert!(
+        x.k == k && x.values.len() >= m_pad * k && x.scales.len() >= m_pad * blocks && out.rows() >= m && out.cols() == cols,
+        "AMX matmul operands out of range"
+    );
     thread_local! {
         static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     }
@@ -124,7 +127,8 @@ unsafe fn repack(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: u
         let present = (cols - group * TILE).min(TILE);
         let mask: __mmask16 = ((1u32 << present) - 1) as __mmask16;
         // Byte offset of each of the group's columns in `weights`.
-        let columns = _mm512_mullo_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32((group * TILE) as i32)), _mm512_set1_epi32(row_bytes as i32));
+        let columns =
+            _mm512_mullo_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32((group * TILE) as i32)), _mm512_set1_epi32(row_bytes as i32));
         for b in 0..blocks {
             let tile = group * blocks + b;
             let at = _mm512_add_epi32(columns, _mm512_set1_epi32((b * block_bytes) as i32));

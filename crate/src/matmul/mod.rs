@@ -27,8 +27,8 @@ use std::sync::{Arc, OnceLock};
 use candle_core::quantized::QTensor;
 use rayon::prelude::*;
 
-pub use activations::{Activations, QuantizedRows, VnniRows};
 use activations::AMX_ROW_GROUP;
+pub use activations::{Activations, QuantizedRows, VnniRows};
 pub use formats::{WeightFormat, BLOCK};
 use out_columns::OutColumns;
 
@@ -93,7 +93,12 @@ impl QuantMatrix {
             Stored::File(tensor) => Ok(tensor.clone()),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             Stored::Panels(panels) => {
-                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(self.format.dtype(), &panels.unpack(), vec![self.n, self.k], &candle_core::Device::Cpu)?;
+                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(
+                    self.format.dtype(),
+                    &panels.unpack(),
+                    vec![self.n, self.k],
+                    &candle_core::Device::Cpu,
+                )?;
                 Ok(Arc::new(tensor))
             }
         }
@@ -158,13 +163,11 @@ impl QuantMatrix {
         let row_bytes = matrices.iter().map(|w| w.format.row_bytes(w.k)).max().unwrap_or(1);
         let chunk = if wide { dense::panel_columns(total) } else { column_chunk(total, m, row_bytes) };
         // (matrix, first column, last column) for every task
-        let tasks: Vec<(usize, usize, usize)> = matrices
-            .iter()
-            .enumerate()
-            .flat_map(|(i, w)| (0..w.n).step_by(chunk).map(move |c| (i, c, (c + chunk).min(w.n))))
-            .collect();
+        let tasks: Vec<(usize, usize, usize)> =
+            matrices.iter().enumerate().flat_map(|(i, w)| (0..w.n).step_by(chunk).map(move |c| (i, c, (c + chunk).min(w.n)))).collect();
         let mut outs: Vec<Vec<f32>> = matrices.iter().map(|w| Vec::with_capacity(m * w.n)).collect();
-        let windows: Vec<OutColumns> = outs.iter_mut().zip(matrices).map(|(out, w)| OutColumns::spare(out.spare_capacity_mut(), m, w.n)).collect();
+        let windows: Vec<OutColumns> =
+            outs.iter_mut().zip(matrices).map(|(out, w)| OutColumns::spare(out.spare_capacity_mut(), m, w.n)).collect();
         tasks.par_iter().for_each(|&(i, first, last)| {
             let w = matrices[i];
             let row_bytes = w.format.row_bytes(w.k);
@@ -327,7 +330,9 @@ impl Kernel {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (Self::Avx512, Input::F32(x)) => tiled::run::<x86_avx512::Avx512>(format, weights, row_bytes, cols, x, m, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Self::Avx512, Input::Vnni(x)) if x86_vnni::available() && format != WeightFormat::F32 => tiled::run::<x86_vnni::Vnni512>(format, weights, row_bytes, cols, x, m, out),
+            (Self::Avx512, Input::Vnni(x)) if x86_vnni::available() && format != WeightFormat::F32 => {
+                tiled::run::<x86_vnni::Vnni512>(format, weights, row_bytes, cols, x, m, out)
+            }
             // Off AMX CPUs, 8-bit rows take the panels (`x86_q8_panels.rs`), which need the
             // weights repacked and so do not run here; these rows get the definition.
             (_, Input::Q8(x) | Input::Vnni(VnniRows { rows: x, .. })) => portable_q8(format, weights, row_bytes, x, m, out),
@@ -377,7 +382,9 @@ unsafe fn portable_q8(format: WeightFormat, weights: &[u8], row_bytes: usize, x:
             for (block, (a, &act_scale)) in w_row.chunks_exact(format.block_bytes()).zip(acts.clone()) {
                 sum = match format {
                     // Never asked for by a model (`QuantMatrix::new`), but defined all the same.
-                    WeightFormat::F32 => format.values(block).iter().zip(a).map(|(&w, &a)| w * a as f32).sum::<f32>().mul_add(act_scale, sum),
+                    WeightFormat::F32 => {
+                        format.values(block).iter().zip(a).map(|(&w, &a)| w * a as f32).sum::<f32>().mul_add(act_scale, sum)
+                    }
                     _ => {
                         let (scale, w) = format.decode(block);
                         let dot: i32 = w.iter().zip(a).map(|(&w, &a)| w as i32 * a as i32).sum();

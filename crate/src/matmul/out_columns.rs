@@ -77,7 +77,13 @@ impl OutColumns {
     #[inline]
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     pub unsafe fn set_run(&self, row: usize, col: usize, values: &[f32]) {
-        assert!(row < self.rows && col + values.len() <= self.cols, "({row}, {col}..+{}) outside {} × {}", values.len(), self.rows, self.cols);
+        assert!(
+            row < self.rows && col + values.len() <= self.cols,
+            "({row}, {col}..+{}) outside {} × {}",
+            values.len(),
+            self.rows,
+            self.cols
+        );
         std::ptr::copy_nonoverlapping(values.as_ptr(), self.ptr.add(row * self.stride + col), values.len());
     }
 }

@@ -44,7 +44,9 @@ fn worst_relative(got: &[f32], want: &[f32]) -> f32 {
 #[test]
 fn kernels_match_the_dequantized_product_for_every_shape() {
     for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::F32] {
-        for (m, n, k) in [(1, 13, 64), (7, 13, 96), (5, 64, 576), (8, 21, 2144), (33, 100, 128), (dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)] {
+        for (m, n, k) in
+            [(1, 13, 64), (7, 13, 96), (5, 64, 576), (8, 21, 2144), (33, 100, 128), (dense::DENSE_MIN_ROWS, 13, 64), (150, 300, 576)]
+        {
             let tensor = quantized(dtype, n, k);
             let x = noise(m as u64, m * k);
             let want = reference(&tensor, &x, m, k);
@@ -168,7 +170,14 @@ fn a_rows_output_does_not_depend_on_its_batch() {
 /// does not.
 #[test]
 fn tile_shapes_agree_bit_for_bit() {
-    let shapes = [(GgmlDType::Q8_0, 576), (GgmlDType::Q4_0, 576), (GgmlDType::Q8_0, 2144), (GgmlDType::Q4_0, 2144), (GgmlDType::F32, 576), (GgmlDType::F32, 2144)];
+    let shapes = [
+        (GgmlDType::Q8_0, 576),
+        (GgmlDType::Q4_0, 576),
+        (GgmlDType::Q8_0, 2144),
+        (GgmlDType::Q4_0, 2144),
+        (GgmlDType::F32, 576),
+        (GgmlDType::F32, 2144),
+    ];
     for ((dtype, k), activations) in shapes.into_iter().flat_map(|s| [(s, Activations::F32), (s, Activations::Q8)]) {
         let (m, n) = (15, 37);
         let matrix = QuantMatrix::new(quantized(dtype, n, k), activations).expect("supported");
@@ -177,7 +186,10 @@ fn tile_shapes_agree_bit_for_bit() {
             let together = run_kernel(kernel, &matrix, &x, m);
             for (row, values) in x.chunks(k).enumerate() {
                 let alone = run_kernel(kernel, &matrix, values, 1);
-                assert!(alone[..] == together[row * n..(row + 1) * n], "{dtype:?} {activations:?} {kernel:?}: row {row} changed with its batch");
+                assert!(
+                    alone[..] == together[row * n..(row + 1) * n],
+                    "{dtype:?} {activations:?} {kernel:?}: row {row} changed with its batch"
+                );
             }
         }
     }
@@ -197,13 +209,24 @@ fn q8_panels_match_the_definition_bit_for_bit() {
     // sets the scale to 1/8 and +0.875 is then nibble 15 (w − 8 = 7); else all values +1 give
     // a scale of −1/8 and nibble 0 (w − 8 = −8).
     let extreme = |n: usize, k: usize, m: usize, top: bool| {
-        let w: Vec<f32> = (0..n * k).map(|i| if !top { 1.0 } else if i % BLOCK == 0 { -1.0 } else { 0.875 }).collect();
-        let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| {
+                if !top {
+                    1.0
+                } else if i % BLOCK == 0 {
+                    -1.0
+                } else {
+                    0.875
+                }
+            })
+            .collect();
+        let x: Vec<f32> = (0..m * k).map(|i| if (i / k).is_multiple_of(2) { 1.0 } else { -1.0 }).collect();
         (Arc::new(QTensor::quantize(&Tensor::from_vec(w, (n, k), &Device::Cpu).expect("w"), GgmlDType::Q4_0).expect("q")), x)
     };
     let shapes = [(GgmlDType::Q8_0, 37, 2144), (GgmlDType::Q4_0, 37, 2144), (GgmlDType::Q8_0, 8, 64), (GgmlDType::Q4_0, 21, 96)];
     for m in [1, 2, 3, 5, 7, 8, 13, dense::DENSE_MIN_ROWS + 5] {
-        let mut cases: Vec<(Arc<QTensor>, Vec<f32>)> = shapes.iter().map(|&(dtype, n, k)| (quantized(dtype, n, k), noise(n as u64 + m as u64, m * k))).collect();
+        let mut cases: Vec<(Arc<QTensor>, Vec<f32>)> =
+            shapes.iter().map(|&(dtype, n, k)| (quantized(dtype, n, k), noise(n as u64 + m as u64, m * k))).collect();
         cases.extend([extreme(19, 256, m, true), extreme(19, 256, m, false)]);
         for (tensor, x) in cases {
             let matrix = QuantMatrix::new(tensor, Activations::Q8).expect("supported format");

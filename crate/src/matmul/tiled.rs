@@ -87,7 +87,12 @@ pub trait TileKernel: Sized {
     /// # Safety
     /// Every weight pointer must start `blocks` whole blocks of `format` and every activation
     /// pointer `blocks × 32` values, and the CPU must have the kernel's instruction set.
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, ActAt<Self>>, blocks: usize, acc: &mut [[Self::Lanes; NR]; MR]);
+    unsafe fn tile<const MR: usize, const NR: usize>(
+        format: WeightFormat,
+        tile: &Tile<MR, NR, ActAt<Self>>,
+        blocks: usize,
+        acc: &mut [[Self::Lanes; NR]; MR],
+    );
 
     /// The finished output: the lanes of a running sum added up.
     ///
@@ -103,7 +108,15 @@ pub type ActAt<K> = <<K as TileKernel>::Acts as ActRows>::At;
 ///
 /// # Safety
 /// No other thread may write `out`'s values during the call.
-pub unsafe fn run<K: TileKernel>(format: WeightFormat, weights: &[u8], row_bytes: usize, cols: usize, x: &K::Acts, m: usize, out: OutColumns) {
+pub unsafe fn run<K: TileKernel>(
+    format: WeightFormat,
+    weights: &[u8],
+    row_bytes: usize,
+    cols: usize,
+    x: &K::Acts,
+    m: usize,
+    out: OutColumns,
+) {
     let k = format.row_values(row_bytes);
     assert!(x.holds(m, k) && weights.len() >= cols * row_bytes && out.rows() >= m && out.cols() >= cols, "matmul operands out of range");
     let ctx = Context { format, weights, row_bytes, cols, x, k, kernel: PhantomData::<K> };
@@ -169,13 +182,25 @@ impl<K: TileKernel> Context<'_, K> {
     }
 
     /// One chunk of k for consecutive tiles of width `W` from column `first`.
-    fn pass<const MR: usize, const W: usize>(&self, row: usize, first: usize, blocks: std::ops::Range<usize>, accs: &mut [[[K::Lanes; W]; MR]]) {
+    fn pass<const MR: usize, const W: usize>(
+        &self,
+        row: usize,
+        first: usize,
+        blocks: std::ops::Range<usize>,
+        accs: &mut [[[K::Lanes; W]; MR]],
+    ) {
         for (t, acc) in accs.iter_mut().enumerate() {
             self.tile(row, first + t * W, blocks.clone(), acc);
         }
     }
 
-    fn tile<const MR: usize, const NR: usize>(&self, row: usize, col: usize, blocks: std::ops::Range<usize>, acc: &mut [[K::Lanes; NR]; MR]) {
+    fn tile<const MR: usize, const NR: usize>(
+        &self,
+        row: usize,
+        col: usize,
+        blocks: std::ops::Range<usize>,
+        acc: &mut [[K::Lanes; NR]; MR],
+    ) {
         let block_bytes = self.format.block_bytes();
         let tile_ptrs = Tile::<MR, NR, ActAt<K>> {
             weights: std::array::from_fn(|i| self.weights[(col + i) * self.row_bytes + blocks.start * block_bytes..].as_ptr()),

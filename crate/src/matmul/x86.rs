@@ -26,7 +26,12 @@ impl TileKernel for Avx2 {
         }
     }
 
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, *const f32>, blocks: usize, acc: &mut [[[f32; 8]; NR]; MR]) {
+    unsafe fn tile<const MR: usize, const NR: usize>(
+        format: WeightFormat,
+        tile: &Tile<MR, NR, *const f32>,
+        blocks: usize,
+        acc: &mut [[[f32; 8]; NR]; MR],
+    ) {
         tile_avx2(format, tile, blocks, acc)
     }
 
@@ -121,7 +126,12 @@ pub unsafe fn store_sums<const MR: usize, const NR: usize>(acc: &[[__m256; NR]; 
 
 /// Adds activation row j · weight row i over `blocks` blocks to `sums[j][i]`.
 #[inline(always)]
-unsafe fn tile_avx2<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, *const f32>, blocks: usize, sums: &mut [[[f32; 8]; NR]; MR]) {
+unsafe fn tile_avx2<const MR: usize, const NR: usize>(
+    format: WeightFormat,
+    tile: &Tile<MR, NR, *const f32>,
+    blocks: usize,
+    sums: &mut [[[f32; 8]; NR]; MR],
+) {
     let stride = format.block_bytes();
     let mut acc = load_sums(sums);
     let ahead = RowsAhead::of(tile);

@@ -28,7 +28,12 @@ impl TileKernel for Avx512 {
         }
     }
 
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, *const f32>, blocks: usize, acc: &mut [[[f32; 16]; NR]; MR]) {
+    unsafe fn tile<const MR: usize, const NR: usize>(
+        format: WeightFormat,
+        tile: &Tile<MR, NR, *const f32>,
+        blocks: usize,
+        acc: &mut [[[f32; 16]; NR]; MR],
+    ) {
         // One copy of the loop per format, so no branch on it runs per block.
         match format {
             WeightFormat::Q8_0 => tile_avx512::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks, acc),
@@ -76,8 +81,13 @@ pub(super) unsafe fn horizontal_sum(lanes: &[f32; 16]) -> f32 {
 /// Adds activation row j · weight row i over `blocks` blocks to `sums[j][i]`, for the format
 /// whose discriminant is `FORMAT`.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR, *const f32>, blocks: usize, sums: &mut [[[f32; 16]; NR]; MR]) {
-    let format = [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::F32].into_iter().find(|f| *f as u8 == FORMAT).unwrap_or(WeightFormat::F32);
+unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(
+    tile: &Tile<MR, NR, *const f32>,
+    blocks: usize,
+    sums: &mut [[[f32; 16]; NR]; MR],
+) {
+    let format =
+        [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::F32].into_iter().find(|f| *f as u8 == FORMAT).unwrap_or(WeightFormat::F32);
     let stride = format.block_bytes();
     // Plain loops over arrays, not closures: through `from_fn` the f32 loads stayed out of
     // line and every vector went through the stack (SmolLM2 F32 at batch 8: 37 ms a step,
@@ -98,7 +108,11 @@ unsafe fn tile_avx512<const MR: usize, const NR: usize, const FORMAT: u8>(tile: 
         let mut w = [[_mm512_setzero_ps(); 2]; NR];
         for i in 0..NR {
             let block = tile.weights[i].add(b * stride);
-            w[i] = if format == WeightFormat::F32 { [0, 16].map(|at| _mm512_loadu_ps((block as *const f32).add(at))) } else { widen(format, block) };
+            w[i] = if format == WeightFormat::F32 {
+                [0, 16].map(|at| _mm512_loadu_ps((block as *const f32).add(at)))
+            } else {
+                widen(format, block)
+            };
         }
         // Row by row, so only one row's activations are live beside the accumulators: loading
         // all of them first spilled accumulators to the stack at 8 rows.

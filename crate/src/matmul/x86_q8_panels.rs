@@ -134,7 +134,11 @@ impl Q8Panels {
     /// No other thread may write `out`'s values during the call.
     pub unsafe fn run(&self, first: usize, last: usize, acts: &QuantizedRows, offsets: &[i32], m: usize, out: OutColumns) {
         let blocks = self.blocks;
-        assert!(first % COLS == 0 && first <= last && (last - first) == out.cols() && out.rows() >= m, "panel columns {first}..{last} for a window of {}", out.cols());
+        assert!(
+            first.is_multiple_of(COLS) && first <= last && (last - first) == out.cols() && out.rows() >= m,
+            "panel columns {first}..{last} for a window of {}",
+            out.cols()
+        );
         assert!(last.div_ceil(COLS) * blocks * COLS <= self.scales.len(), "panel columns {first}..{last} past the matrix");
         let reads_offsets = vnni() || self.format == WeightFormat::Q4_0;
         assert!(acts.holds(m, blocks * BLOCK) && (!reads_offsets || offsets.len() >= m * blocks), "8-bit activations short of {m} rows");
@@ -152,7 +156,7 @@ impl Q8Panels {
                 // Both panels of a pair per tile where the window holds both: each broadcast
                 // activation then feeds two products.
                 let at = PanelAt::of(col / COLS, blocks, self.n.div_ceil(COLS));
-                let pair = at.stride == PAIR && col / COLS % PAIR == 0 && last - col > COLS;
+                let pair = at.stride == PAIR && (col / COLS).is_multiple_of(PAIR) && last - col > COLS;
                 let width = (last - col).min(if pair { PAIR * COLS } else { COLS });
                 let panel = Panel {
                     values: self.values[at.group(0, 0, Self::block_bytes(self.format))..].as_ptr(),
@@ -332,7 +336,12 @@ fn prefetch_next_tile<const R: usize>(block: *const u8, bytes: usize, ahead: usi
 /// Adds four values of `R` activation rows (at byte `at` of each) times eight columns of each
 /// of `P` panels (`w`: Q4_0 nibbles as bytes, or Q8_0 as packed: signed, or biased on the VNNI road) to the block's sums.
 #[inline(always)]
-unsafe fn step<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>(w: [__m256i; P], acts: &[*const u8; R], at: usize, dots: &mut [[__m256i; P]; R]) {
+unsafe fn step<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>(
+    w: [__m256i; P],
+    acts: &[*const u8; R],
+    at: usize,
+    dots: &mut [[__m256i; P]; R],
+) {
     if VNNI {
         // `w` is the unsigned side: nibbles, or Q8_0 biased by 128 at packing (the sums' start
         // takes 128·Σa off).
@@ -392,13 +401,20 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>
     for b in 0..blocks {
         let base = panel.values.add(b * panel.stride * block_bytes);
         prefetch_next_tile::<R>(base, P * block_bytes, ahead);
-        let load = |i: usize| -> [__m256i; P] { std::array::from_fn(|p| _mm256_loadu_si256(base.add((i * panel.stride + p) * GROUP_BYTES) as *const __m256i)) };
+        let load = |i: usize| -> [__m256i; P] {
+            std::array::from_fn(|p| _mm256_loadu_si256(base.add((i * panel.stride + p) * GROUP_BYTES) as *const __m256i))
+        };
         let mut dots: [[__m256i; P]; R] = std::array::from_fn(|r| [start::<Q4, VNNI>(offsets[r], b); P]);
         if Q4 {
             for i in 0..BLOCK / 2 / GROUP {
                 let packed = load(i);
                 step::<R, P, true, VNNI>(packed.map(|v| _mm256_and_si256(v, nibble)), &acts, b * BLOCK + i * GROUP, &mut dots);
-                step::<R, P, true, VNNI>(packed.map(|v| _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble)), &acts, b * BLOCK + BLOCK / 2 + i * GROUP, &mut dots);
+                step::<R, P, true, VNNI>(
+                    packed.map(|v| _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble)),
+                    &acts,
+                    b * BLOCK + BLOCK / 2 + i * GROUP,
+                    &mut dots,
+                );
             }
         } else {
             for i in 0..BLOCK / GROUP {

@@ -24,7 +24,10 @@ pub struct Vnni512;
 
 /// Whether this CPU runs the kernel, and the panels' VNNI road (`x86_q8_panels.rs`, on ymm).
 pub fn available() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vl") && is_x86_feature_detected!("avx512vnni")
+    is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni")
 }
 
 impl TileKernel for Vnni512 {
@@ -42,7 +45,12 @@ impl TileKernel for Vnni512 {
         }
     }
 
-    unsafe fn tile<const MR: usize, const NR: usize>(format: WeightFormat, tile: &Tile<MR, NR, VnniAt>, blocks: usize, acc: &mut [[[f32; 16]; NR]; MR]) {
+    unsafe fn tile<const MR: usize, const NR: usize>(
+        format: WeightFormat,
+        tile: &Tile<MR, NR, VnniAt>,
+        blocks: usize,
+        acc: &mut [[[f32; 16]; NR]; MR],
+    ) {
         match format {
             WeightFormat::Q8_0 => tile_vnni::<MR, NR, { WeightFormat::Q8_0 as u8 }>(tile, blocks, acc),
             WeightFormat::Q4_0 => tile_vnni::<MR, NR, { WeightFormat::Q4_0 as u8 }>(tile, blocks, acc),
@@ -100,7 +108,11 @@ unsafe fn weight_pair<const FORMAT: u8>(row: *const u8, b: usize, pair: bool) ->
 /// Adds activation row j · weight row i over `blocks` blocks to `sums[j][i]`, for the format
 /// whose discriminant is `FORMAT`. Blocks go in pairs; an odd last block goes alone.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn tile_vnni<const MR: usize, const NR: usize, const FORMAT: u8>(tile: &Tile<MR, NR, VnniAt>, blocks: usize, sums: &mut [[[f32; 16]; NR]; MR]) {
+unsafe fn tile_vnni<const MR: usize, const NR: usize, const FORMAT: u8>(
+    tile: &Tile<MR, NR, VnniAt>,
+    blocks: usize,
+    sums: &mut [[[f32; 16]; NR]; MR],
+) {
     let format = if FORMAT == WeightFormat::Q8_0 as u8 { WeightFormat::Q8_0 } else { WeightFormat::Q4_0 };
     let stride = format.block_bytes();
     let mut acc: [[__m512; NR]; MR] = std::array::from_fn(|j| std::array::from_fn(|i| _mm512_loadu_ps(sums[j][i].as_ptr())));

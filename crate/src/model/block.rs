@@ -28,16 +28,20 @@ pub struct Block<L> {
 /// How a backend loads one tensor of a layer: `linear(src, name, out, in, with_bias)` for the
 /// projection whose weight is `{name}.weight`, `norm(src, name, dim)` for a norm weight `name`.
 pub struct BlockLoader<'a, L> {
-    pub linear: &'a mut dyn FnMut(&mut dyn WeightSource, &str, usize, usize, bool) -> Result<L>,
+    pub linear: &'a mut LoadLinear<'a, L>,
     pub norm: &'a mut dyn FnMut(&mut dyn WeightSource, &str, usize) -> Result<Tensor>,
 }
+
+/// `(source, name, out, in, with_bias)` to the backend's projection.
+pub type LoadLinear<'a, L> = dyn FnMut(&mut dyn WeightSource, &str, usize, usize, bool) -> Result<L> + 'a;
 
 impl<L> Block<L> {
     pub fn load(src: &mut dyn WeightSource, cfg: &ModelConfig, layer: usize, with: &mut BlockLoader<'_, L>) -> Result<Self> {
         let p = format!("blk.{layer}");
         let (h, qd, kvd, ff) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.intermediate_size);
         let bias = cfg.architecture.has_qkv_bias();
-        let mut linear = |src: &mut dyn WeightSource, n: &str, out: usize, inp: usize, b: bool| (with.linear)(src, &format!("{p}.{n}"), out, inp, b);
+        let mut linear =
+            |src: &mut dyn WeightSource, n: &str, out: usize, inp: usize, b: bool| (with.linear)(src, &format!("{p}.{n}"), out, inp, b);
         let q = linear(src, "attn_q", qd, h, bias)?;
         let k = linear(src, "attn_k", kvd, h, bias)?;
         let v = linear(src, "attn_v", kvd, h, bias)?;

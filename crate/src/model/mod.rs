@@ -34,13 +34,16 @@ struct Linear {
 }
 
 impl Linear {
-    fn load(src: &mut dyn WeightSource, name: &str, out_dim: usize, in_dim: usize, with_bias: bool, activations: Activations) -> Result<Self> {
+    fn load(
+        src: &mut dyn WeightSource,
+        name: &str,
+        out_dim: usize,
+        in_dim: usize,
+        with_bias: bool,
+        activations: Activations,
+    ) -> Result<Self> {
         let weight = src.load_checked(&format!("{name}.weight"), &[out_dim, in_dim])?;
-        let bias = if with_bias {
-            Some(src.load_checked(&format!("{name}.bias"), &[out_dim])?.into_dense()?)
-        } else {
-            None
-        };
+        let bias = if with_bias { Some(src.load_checked(&format!("{name}.bias"), &[out_dim])?.into_dense()?) } else { None };
         Self::new(weight, bias, activations)
     }
 
@@ -224,13 +227,7 @@ impl Model {
     /// Runs the new tokens of every row (an empty list skips that row) through the model,
     /// appending their K/V to the cache. Row lengths advance only if the whole pass succeeds, so
     /// an error or a cancellation leaves the cache as it was.
-    pub fn forward(
-        &self,
-        batch: &[Vec<u32>],
-        cache: &mut KvCache,
-        which: LogitsFor,
-        cancel: Option<&AtomicBool>,
-    ) -> Result<ForwardOutput> {
+    pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
         let step = self.plan(batch, cache)?;
         let n = step.slots.len();
         let vocab_size = self.config.vocab_size;
@@ -285,7 +282,10 @@ impl Model {
         let (mut slots, mut spans, mut needed) = (Vec::new(), Vec::new(), 0);
         for (row, tokens) in batch.iter().enumerate() {
             if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
-                return Err(Error::invalid(format!("token id {bad} in row {row} is out of range: the vocabulary has {} tokens", self.config.vocab_size)));
+                return Err(Error::invalid(format!(
+                    "token id {bad} in row {row} is out of range: the vocabulary has {} tokens",
+                    self.config.vocab_size
+                )));
             }
             if tokens.is_empty() {
                 continue;
@@ -333,7 +333,15 @@ impl Model {
         }
     }
 
-    fn block_forward(&self, b: &Block<Linear>, layer: usize, x: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
+    fn block_forward(
+        &self,
+        b: &Block<Linear>,
+        layer: usize,
+        x: &Tensor,
+        step: &Step,
+        cache: &mut KvCache,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Tensor> {
         let cfg = &self.config;
         let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
         let [mut q, mut k, v] = Linear::forward_group([&b.q, &b.k, &b.v], &h, &step.runs)?;
@@ -352,7 +360,8 @@ impl Model {
             let span = start * kvd..(start + len) * kvd;
             cache.write(layer, row, before, &k[span.clone()], &v[span]);
         }
-        let shape = AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: cfg.variant.window(layer) };
+        let shape =
+            AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: cfg.variant.window(layer) };
         let attn = attention::attend(cache, layer, &step.slots, &q, &shape, cancel);
         let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
         let x = (x + post_norm(b.o.forward(&attn, &step.runs)?, b.post_attn_norm.as_ref(), cfg.rms_norm_eps)?)?;

@@ -49,9 +49,7 @@ impl Model {
     fn reference_block(&self, b: &Block<Linear>, x: &Tensor, cos: &Tensor, sin: &Tensor, window: Option<usize>) -> Result<Tensor> {
         let cfg = &self.config;
         let t = x.dim(0)?;
-        let heads = |y: Tensor, n: usize| -> Result<Tensor> {
-            Ok(y.reshape((1, t, n, cfg.head_dim))?.transpose(1, 2)?.contiguous()?)
-        };
+        let heads = |y: Tensor, n: usize| -> Result<Tensor> { Ok(y.reshape((1, t, n, cfg.head_dim))?.transpose(1, 2)?.contiguous()?) };
         let rope = |y: &Tensor| -> Result<Tensor> {
             Ok(match cfg.rope_style {
                 RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(y, cos, sin)?,
@@ -73,9 +71,7 @@ impl Model {
         let k = rope(&head_norm(heads(b.k.forward_reference(&h)?, cfg.n_kv_heads)?, &b.k_norm)?)?;
         let v = heads(b.v.forward_reference(&h)?, cfg.n_kv_heads)?;
         let group = cfg.n_heads / cfg.n_kv_heads;
-        let repeat = |y: Tensor| -> Result<Tensor> {
-            Ok(Tensor::cat(&vec![&y; group], 2)?.reshape((1, cfg.n_heads, t, cfg.head_dim))?)
-        };
+        let repeat = |y: Tensor| -> Result<Tensor> { Ok(Tensor::cat(&vec![&y; group], 2)?.reshape((1, cfg.n_heads, t, cfg.head_dim))?) };
         let (k, v) = (repeat(k)?, repeat(v)?);
         let scores = (q.matmul(&k.t()?)? / (cfg.head_dim as f64).sqrt())?;
         // Query i sees keys j with i - window <= j <= i.

@@ -38,6 +38,11 @@ impl Task for ConvertTask {
 
 /// Re-encodes a GGUF file's weights as f32, f16, q8_0, q4_0 or q4_k, off the JS thread.
 #[napi(ts_return_type = "Promise<void>")]
-pub fn convert_gguf(input: String, output: String, target: String, #[napi(ts_arg_type = "(fraction: number) => void")] progress: Option<ProgressFn>) -> AsyncTask<ConvertTask> {
+pub fn convert_gguf(
+    input: String,
+    output: String,
+    target: String,
+    #[napi(ts_arg_type = "(fraction: number) => void")] progress: Option<ProgressFn>,
+) -> AsyncTask<ConvertTask> {
     AsyncTask::new(ConvertTask { input: input.into(), output: output.into(), target, progress })
 }

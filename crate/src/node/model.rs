@@ -246,7 +246,8 @@ impl ForwardPass {
         self.check_buffers().map_err(super::to_napi)?;
         let per_row = self.candidates.as_ref().map_or(0, |c| c.per_row);
         if self.steps > 1 {
-            let passes = guarded(|| self.model.model.forward_greedy_steps(&self.tokens, cache, self.steps, self.cancel.as_deref(), per_row))?;
+            let passes =
+                guarded(|| self.model.model.forward_greedy_steps(&self.tokens, cache, self.steps, self.cancel.as_deref(), per_row))?;
             if let Some(into) = &mut self.candidates {
                 passes.iter().fold(0, |at, picked| into.write(at, picked));
             }
@@ -337,9 +338,10 @@ impl NativeModel {
         let m = self.get()?;
         let messages: Vec<ChatMessage> = messages.into_iter().map(|m| ChatMessage { role: m.role, content: m.content }).collect();
         guarded(|| {
-            let template = m.chat_template.as_ref().ok_or_else(|| {
-                Error::unsupported("this model ships no chat template; format the prompt yourself and use encode()")
-            })?;
+            let template = m
+                .chat_template
+                .as_ref()
+                .ok_or_else(|| Error::unsupported("this model ships no chat template; format the prompt yourself and use encode()"))?;
             template.render(&messages, add_generation_prompt)
         })
     }
@@ -347,7 +349,11 @@ impl NativeModel {
     /// nanochat's chat format: ids and training mask of the conversation, truncated to
     /// `maxTokens` (default 2048, as upstream's render_conversation).
     #[napi]
-    pub fn render_conversation(&self, messages: Vec<NativeConversationMessage>, max_tokens: Option<u32>) -> napi::Result<NativeRenderedConversation> {
+    pub fn render_conversation(
+        &self,
+        messages: Vec<NativeConversationMessage>,
+        max_tokens: Option<u32>,
+    ) -> napi::Result<NativeRenderedConversation> {
         let m = self.get()?;
         guarded(|| {
             let (ids, mask) = render::render_conversation(&m.tokenizer, &conversation(messages)?, max_tokens.unwrap_or(2048) as usize)?;
@@ -366,7 +372,8 @@ impl NativeModel {
     #[napi]
     pub fn create_cache(&self, batch_size: u32, capacity: u32, kv_type: Option<String>) -> napi::Result<NativeKvCache> {
         let m = self.get()?;
-        guarded(|| m.model.new_cache_as(batch_size as usize, capacity as usize, crate::KvType::parse(kv_type.as_deref())?)).map(NativeKvCache::new)
+        guarded(|| m.model.new_cache_as(batch_size as usize, capacity as usize, crate::KvType::parse(kv_type.as_deref())?))
+            .map(NativeKvCache::new)
     }
 
     /// One batched forward pass off the JS thread: `tokens[i]` are row i's new tokens (empty to
@@ -380,6 +387,7 @@ impl NativeModel {
     /// follow the last's in the arrays, and logits must be off. Runs on the compute pool after
     /// the cache's earlier passes.
     #[napi(ts_return_type = "Promise<Float32Array | null>")]
+    #[allow(clippy::too_many_arguments)] // positional N-API arguments, checked in src/Model.ts
     pub fn forward<'env>(
         &self,
         env: &'env Env,
@@ -397,11 +405,15 @@ impl NativeModel {
         let model = self.get()?;
         let steps = steps.unwrap_or(1).max(1) as usize;
         if steps > 1 && (candidates.unwrap_or(0) == 0 || logits || all_logits) {
-            return Err(super::to_napi(Error::invalid("steps > 1 decodes greedily from candidates: ask for candidates, with logits and allLogits off")));
+            return Err(super::to_napi(Error::invalid(
+                "steps > 1 decodes greedily from candidates: ask for candidates, with logits and allLogits off",
+            )));
         }
         let candidates = match (candidates, candidate_ids, candidate_logits) {
             (None | Some(0), None, None) => None,
-            (Some(n), Some(ids), Some(logits)) => Some(CandidatesInto { per_row: (n as usize).min(model.model.config.vocab_size), ids, logits }),
+            (Some(n), Some(ids), Some(logits)) => {
+                Some(CandidatesInto { per_row: (n as usize).min(model.model.config.vocab_size), ids, logits })
+            }
             _ => return Err(super::to_napi(Error::invalid("candidates needs both candidateIds and candidateLogits arrays"))),
         };
         let logits = match (logits_into, logits) {

@@ -59,8 +59,9 @@ impl Settlement {
     pub fn settle<T: ToNapiValue>(mut self, value: impl FnOnce() -> napi::Result<T> + Send + 'static) {
         self.settled = true;
         self.queue(Box::new(move |env| {
-            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(value))
-                .unwrap_or_else(|_| Err(napi::Error::from_reason("[INTERNAL] kvengine panicked while building a result; please report this")));
+            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(value)).unwrap_or_else(|_| {
+                Err(napi::Error::from_reason("[INTERNAL] kvengine panicked while building a result; please report this"))
+            });
             // SAFETY: on the JS thread, inside the handle scope Node opens for `call_js`.
             made.and_then(|v| unsafe { T::to_napi_value(env, v) })
         }));
@@ -93,7 +94,9 @@ impl Settlement {
 impl Drop for Settlement {
     fn drop(&mut self) {
         if !self.settled {
-            self.queue(Box::new(|_| Err(napi::Error::from_reason("[INTERNAL] the forward pass ended without a result; please report this"))));
+            self.queue(Box::new(|_| {
+                Err(napi::Error::from_reason("[INTERNAL] the forward pass ended without a result; please report this"))
+            }));
         }
     }
 }
@@ -105,11 +108,26 @@ fn channel(env: &Env) -> napi::Result<sys::napi_threadsafe_function> {
         return Ok(made);
     }
     let mut name = ptr::null_mut();
-    check(unsafe { sys::napi_create_string_utf8(env.raw(), c"kvengine forward pass".as_ptr(), -1, &mut name) }, "name the settling function")?;
+    check(
+        unsafe { sys::napi_create_string_utf8(env.raw(), c"kvengine forward pass".as_ptr(), -1, &mut name) },
+        "name the settling function",
+    )?;
     let mut channel = ptr::null_mut();
     check(
         unsafe {
-            sys::napi_create_threadsafe_function(env.raw(), ptr::null_mut(), ptr::null_mut(), name, 0, 1, ptr::null_mut(), Some(forget_channel), ptr::null_mut(), Some(call_js), &mut channel)
+            sys::napi_create_threadsafe_function(
+                env.raw(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                name,
+                0,
+                1,
+                ptr::null_mut(),
+                Some(forget_channel),
+                ptr::null_mut(),
+                Some(call_js),
+                &mut channel,
+            )
         },
         "create the settling function",
     )?;

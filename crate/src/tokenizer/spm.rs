@@ -342,7 +342,8 @@ mod tests {
         ids.iter().map(|&i| v.piece(i).unwrap().to_owned()).collect()
     }
 
-    const ABC: &[(&str, f32)] = &[("a", -1.0), ("b", -1.0), ("c", -1.0), ("ab", -3.0), ("bc", -2.0), ("\u{2581}", -1.0), ("\u{2581}a", -2.5)];
+    const ABC: &[(&str, f32)] =
+        &[("a", -1.0), ("b", -1.0), ("c", -1.0), ("ab", -3.0), ("bc", -2.0), ("\u{2581}", -1.0), ("\u{2581}a", -2.5)];
 
     #[test]
     fn the_best_scoring_merge_goes_first_and_ties_go_left() {

@@ -43,7 +43,10 @@ pub fn load_ok(path: &Path) -> kvengine::LoadedModel {
 /// The text of a panic payload. Takes `&dyn Any` so callers holding a `Box` must pass `&*boxed`:
 /// a `&Box<dyn Any>` would coerce to the box itself and always read as non-string.
 pub fn panic_message(p: &(dyn Any + Send)) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "<non-string panic>".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "<non-string panic>".into())
 }
 
 /// Loads `path` expecting an error of `kind` whose message contains every one of `needles`.

@@ -84,7 +84,6 @@ pub fn smollm_shape(vocab_size: usize) -> ModelConfig {
     }
 }
 
-
 /// Llama-3.2-1B's shape: a model of about 1.2 billion parameters.
 #[allow(dead_code)] // used by the bench, not the tests
 pub fn llama_1b_shape() -> ModelConfig {

@@ -120,7 +120,12 @@ pub fn set_meta(meta: &mut Vec<(String, Value)>, key: &str, value: Value) {
 
 /// Writes `tiny` as an F32 GGUF named `name` in `dir`, after `edit` has changed its metadata or
 /// tensors.
-pub fn write_gguf_with(dir: &Path, name: &str, tiny: &TinyModel, edit: impl FnOnce(&mut Vec<(String, Value)>, &mut Vec<(String, QTensor)>)) -> PathBuf {
+pub fn write_gguf_with(
+    dir: &Path,
+    name: &str,
+    tiny: &TinyModel,
+    edit: impl FnOnce(&mut Vec<(String, Value)>, &mut Vec<(String, QTensor)>),
+) -> PathBuf {
     let mut meta = tiny.gguf_metadata();
     let mut tensors = tiny.gguf_tensors(GgmlDType::F32);
     edit(&mut meta, &mut tensors);

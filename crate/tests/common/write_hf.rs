@@ -56,13 +56,8 @@ impl TinyModel {
         let mut tok = tokenizers::Tokenizer::new(bpe);
         tok.with_pre_tokenizer(Some(PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true))));
         tok.with_decoder(Some(DecoderWrapper::ByteLevel(ByteLevel::default())));
-        let specials: Vec<AddedToken> = self
-            .tokens
-            .iter()
-            .zip(&self.token_types)
-            .filter(|(_, &ty)| ty == 3)
-            .map(|(t, _)| AddedToken::from(t.clone(), true))
-            .collect();
+        let specials: Vec<AddedToken> =
+            self.tokens.iter().zip(&self.token_types).filter(|(_, &ty)| ty == 3).map(|(t, _)| AddedToken::from(t.clone(), true)).collect();
         tok.add_special_tokens(specials).unwrap();
         tok
     }
@@ -130,10 +125,8 @@ pub fn hf_name(gguf: &str) -> String {
 }
 
 pub fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) {
-    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
-        .iter()
-        .map(|(n, dims, data)| (n.clone(), dims.clone(), data.iter().flat_map(|x| x.to_le_bytes()).collect()))
-        .collect();
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> =
+        tensors.iter().map(|(n, dims, data)| (n.clone(), dims.clone(), data.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = bytes
         .iter()
         .map(|(n, dims, b)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, dims.clone(), b).unwrap()))

@@ -80,10 +80,10 @@ impl Walker<'_> {
             2 | 3 => {
                 self.field(2, FieldKind::Scalar);
             }
-            4 | 5 | 6 => {
+            4..=6 => {
                 self.field(4, FieldKind::Scalar);
             }
-            10 | 11 | 12 => {
+            10..=12 => {
                 self.field(8, FieldKind::Scalar);
             }
             8 => self.string(),

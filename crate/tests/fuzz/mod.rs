@@ -122,7 +122,7 @@ fn check_loaded(stats: &mut Stats, tag: &str, loaded: &kvengine::LoadedModel, in
     // A loaded model cannot hold more weights than its file had bytes (even at 2 bits each).
     let c = &loaded.model.config;
     let implied = c.vocab_size.checked_mul(c.hidden_size).and_then(|n| n.checked_add(c.n_layers.checked_mul(c.hidden_size)?));
-    if implied.map_or(true, |n| n / 4 > input_bytes) {
+    if implied.is_none_or(|n| n / 4 > input_bytes) {
         stats.failures.push(format!(
             "{tag}: loaded a model whose config (vocab {}, hidden {}, layers {}) implies more weights than the {input_bytes}-byte input holds; a forward pass would allocate for it",
             c.vocab_size, c.hidden_size, c.n_layers

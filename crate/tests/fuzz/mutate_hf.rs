@@ -137,12 +137,13 @@ pub fn mutate_json_value(rng: &mut Rng, v: &mut serde_json::Value, extra_keys: &
     }
 }
 
-/// Safetensors header edits: the length prefix, digits in the JSON (shapes, offsets), dtype
-
-/// One edit of the file `name` of a checkpoint directory, and its description.
+/// One edit of the file `name` of a checkpoint directory, and its description. Safetensors files
+/// get header edits: the length prefix, digits in the JSON (shapes, offsets), dtypes.
 pub fn mutate_hf_file(rng: &mut Rng, name: &str, bytes: &[u8]) -> (Vec<u8>, String) {
     if name.ends_with(".safetensors") {
-        if bytes.len() >= 8 && (u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize).checked_add(8).is_some_and(|end| end <= bytes.len()) {
+        if bytes.len() >= 8
+            && (u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize).checked_add(8).is_some_and(|end| end <= bytes.len())
+        {
             mutate_safetensors(rng, bytes)
         } else {
             mutate_text(rng, bytes)
@@ -155,7 +156,9 @@ pub fn mutate_hf_file(rng: &mut Rng, name: &str, bytes: &[u8]) -> (Vec<u8>, Stri
                 let how = match name {
                     "model.safetensors.index.json" => mutate_index(rng, &mut v),
                     "config.json" => mutate_json_value(rng, &mut v, CONFIG_KEYS),
-                    "tokenizer_config.json" => mutate_json_value(rng, &mut v, &["bos_token", "eos_token", "chat_template", "add_bos_token"]),
+                    "tokenizer_config.json" => {
+                        mutate_json_value(rng, &mut v, &["bos_token", "eos_token", "chat_template", "add_bos_token"])
+                    }
                     _ => mutate_json_value(rng, &mut v, &["model", "pre_tokenizer", "decoder", "added_tokens", "normalizer"]),
                 };
                 (serde_json::to_vec(&v).unwrap(), how)

@@ -10,11 +10,7 @@ use kvengine::LoadedModel;
 
 pub fn model_path(kind: &str) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../models/SmolLM2-135M-Instruct.{kind}.gguf"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `node scripts/prepare-test-models.mjs` (npm test does) before cargo test",
-        path.display()
-    );
+    assert!(path.exists(), "{} is missing: run `node scripts/prepare-test-models.mjs` (npm test does) before cargo test", path.display());
     path
 }
 
