@@ -3,7 +3,8 @@
 // llama-quantize made them Q4_K_M. The fixtures (scripts/make-arch-fixtures.ts) hold llama.cpp's
 // top-8 logits and log-sum-exp for the last 64 rows of a prompt and every row of a 32-token
 // greedy run. Llama 3.2's prompt runs 64 positions past its original 8192-token context, where
-// its RoPE frequency scaling (rope_freqs.weight) decides the attention.
+// its RoPE frequency scaling (rope_freqs.weight) decides the attention. TinyLlama's file carries
+// LLaMA's 32k SentencePiece vocabulary, copied by our GGUF writer; its tokenizer is checked too.
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -65,7 +66,7 @@ function logSumExp(row: Float32Array): number {
   return max + Math.log(sum)
 }
 
-for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32']) {
+for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32', 'tinyllama']) {
   const fx = JSON.parse(readFileSync(join(root, '__test__', 'fixtures', `llamacpp-arch-${name}.json`), 'utf8')) as ArchFixture
   for (const file of fx.files) {
     const tolerance = TOLERANCE[file.type === 'F32' ? 'exact' : 'quantized']
@@ -108,3 +109,19 @@ for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32']) {
     })
   }
 }
+
+interface SpmCorpus {
+  cases: { text: string; special: boolean; ids: number[]; detokenized: string }[]
+}
+
+test.serial('the SentencePiece vocabulary our GGUF writer copied into the TinyLlama file tokenizes the corpus as llama.cpp does', async (t) => {
+  // llama.cpp's ids for 75 texts (code, CJK, emoji, Arabic, whitespace runs, special-token
+  // look-alikes), from node-llama-cpp on llama.cpp's own vocab-only GGUF (scripts/make-spm-fixtures.ts).
+  const corpus = JSON.parse(readFileSync(join(root, 'crate', 'tests', 'fixtures', 'llama-spm-tokenizer.json'), 'utf8')) as SpmCorpus
+  const model = await Model.load(makeArchModel('tinyllama', modelPath('Q4_1')))
+  t.is(model.info.vocabSize, 32000)
+  const differing = corpus.cases.filter((c) => JSON.stringify(model.tokenizer.encode(c.text, { special: c.special, addBos: false })) !== JSON.stringify(c.ids))
+  t.deepEqual(differing.map((c) => c.text), [])
+  t.true(corpus.cases.length >= 50)
+  model.dispose()
+})

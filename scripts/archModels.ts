@@ -1,8 +1,9 @@
 // Random-weight F32 GGUFs of the architectures kvengine runs beside Llama, each with the real
 // layer shape of a published model (hidden size, heads, KV heads, head size, FFN width, RoPE base,
-// norm epsilon, biases, norms and fused matrices) but one or two layers and SmolLM2's 49152-token vocabulary (copied
-// from its GGUF so llama.cpp can load the file) and an untied output matrix. The weights come from a seeded generator and
-// plain arithmetic only, so every machine writes the same bytes: the committed llama.cpp
+// norm epsilon, biases, norms and fused matrices) but one or two layers, a real vocabulary copied
+// from another GGUF so llama.cpp can load the file (SmolLM2's 49152-token BPE, or LLaMA's 32k
+// SentencePiece for the Llama 2 family) and an untied output matrix. The weights come from a
+// seeded generator and plain arithmetic only, so every machine writes the same bytes: the committed llama.cpp
 // fixture (scripts/make-arch-fixtures.ts) and the test (__test__/architectures.spec.ts) see one
 // file. Cached under models/; idempotent.
 import { existsSync } from 'node:fs'
@@ -33,6 +34,9 @@ export interface ArchShape {
   /** Llama 3.1/3.2's RoPE frequency scaling, written as llama.cpp's converter does: a
    * `rope_freqs.weight` of one divisor per frequency. */
   llama3Rope?: { factor: number; lowFreqFactor: number; highFreqFactor: number; originalContext: number }
+  /** LLaMA's 32k SentencePiece vocabulary (llama.cpp's vocab-only GGUF, scripts/fetch-vocabs.mjs)
+   * instead of SmolLM2's byte-level BPE. */
+  spmVocab?: boolean
 }
 
 export const ARCH_SHAPES: Record<string, ArchShape> = {
@@ -40,13 +44,16 @@ export const ARCH_SHAPES: Record<string, ArchShape> = {
   qwen3: { arch: 'qwen3', like: 'Qwen3-0.6B', layers: 2, hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, ffn: 3072, ropeBase: 1e6, eps: 1e-6, qkvBias: false, qkNorm: true, fused: false },
   // Llama 3.2 1B's metadata and layer shape; prompts run past its original 8192 positions.
   llama32: { arch: 'llama', like: 'Llama-3.2-1B', layers: 2, hidden: 2048, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, ropeBase: 500000, eps: 1e-5, qkvBias: false, qkNorm: false, fused: false, context: 131072, llama3Rope: { factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalContext: 8192 } },
+  // TinyLlama's layer shape with the Llama 2 SentencePiece vocabulary it shares with Llama 2 and
+  // Mistral 7B v0.1, copied by our GGUF writer.
+  tinyllama: { arch: 'llama', like: 'TinyLlama-1.1B', layers: 2, hidden: 2048, heads: 32, kvHeads: 4, headDim: 64, ffn: 5632, ropeBase: 1e4, eps: 1e-5, qkvBias: false, qkNorm: false, fused: false, context: 2048, spmVocab: true },
   // One layer: a Phi-3-mini layer is 113M parameters, 450 MB in F32.
   phi3: { arch: 'phi3', like: 'Phi-3-mini-4k', layers: 1, hidden: 3072, heads: 32, kvHeads: 32, headDim: 96, ffn: 8192, ropeBase: 1e4, eps: 1e-5, qkvBias: false, qkNorm: false, fused: true },
 }
 
-const VOCAB = 49152
 const CONTEXT = 4096
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const SPM_VOCAB = join(root, 'models', 'vocab', 'ggml-vocab-llama-spm.gguf')
 
 export const archModelPath = (name: string, type = 'F32') => join(root, 'models', `random-${name}.${type}.gguf`)
 
@@ -92,7 +99,7 @@ export function llama3RopeDivisors(s: ArchShape): number[] {
   })
 }
 
-function tensors(s: ArchShape): OutTensor[] {
+function tensors(s: ArchShape, vocab: number): OutTensor[] {
   let seed = 0x9e3779b9
   const t = (name: string, dims: number[], std: number, mean = 0): OutTensor => ({ name, dims, type: GGML_F32, fill: uniformFill((seed = (seed + 0x6d2b79f5) >>> 0), std, mean) })
   const q = s.heads * s.headDim
@@ -101,7 +108,7 @@ function tensors(s: ArchShape): OutTensor[] {
   // weights each token's own row scores highest and greedy runs repeat one token. Rows of std
   // 0.1 spread the logits over a few units, so near-ties are rare and greedy runs test the
   // arithmetic rather than coin flips. Projections get 1/sqrt(fan-in).
-  const out = [t('token_embd.weight', [s.hidden, VOCAB], 0.1), t('output.weight', [s.hidden, VOCAB], 0.1)]
+  const out = [t('token_embd.weight', [s.hidden, vocab], 0.1), t('output.weight', [s.hidden, vocab], 0.1)]
   for (let l = 0; l < s.layers; l++) {
     const p = `blk.${l}.`
     out.push(t(`${p}attn_norm.weight`, [s.hidden], 0.1, 1))
@@ -127,9 +134,8 @@ function tensors(s: ArchShape): OutTensor[] {
   return out
 }
 
-function metadata(s: ArchShape, tokenizerSource: string): OutEntry[] {
+function metadata(s: ArchShape, tokenizer: OutEntry[]): OutEntry[] {
   const a = s.arch
-  const tokenizer = readGgufHeader(tokenizerSource).entries.filter((e) => e.key.startsWith('tokenizer.') && e.key !== 'tokenizer.chat_template')
   return [
     stringEntry('general.architecture', a),
     // Not the published name: llama.cpp keys per-model tokenizer fixes on general.name ('phi3').
@@ -151,14 +157,26 @@ function metadata(s: ArchShape, tokenizerSource: string): OutEntry[] {
   ]
 }
 
-/** Writes (once) and returns the F32 file of `name`, tokenizer copied from `tokenizerSource`. */
-export function makeArchModel(name: string, tokenizerSource: string): string {
+/** The tokenizer entries `shape` copies (from `bpeSource`, SmolLM2's GGUF, or for shapes with
+ * `spmVocab` from LLaMA's vocab-only GGUF), and the vocabulary's size. */
+export function tokenizerOf(shape: ArchShape, bpeSource: string): { entries: OutEntry[]; vocab: number } {
+  const source = shape.spmVocab ? SPM_VOCAB : bpeSource
+  const entries = readGgufHeader(source).entries.filter((e) => e.key.startsWith('tokenizer.') && e.key !== 'tokenizer.chat_template')
+  const tokens = entries.find((e) => e.key === 'tokenizer.ggml.tokens')?.value
+  if (!Array.isArray(tokens)) throw new Error(`${source} has no tokenizer.ggml.tokens`)
+  return { entries, vocab: tokens.length }
+}
+
+/** Writes (once) and returns the F32 file of `name`, tokenizer copied from `bpeSource` (SmolLM2's
+ * GGUF) or, for shapes with `spmVocab`, from LLaMA's vocab-only GGUF. */
+export function makeArchModel(name: string, bpeSource: string): string {
   const out = archModelPath(name)
   if (existsSync(out)) return out
   const shape = ARCH_SHAPES[name]
   if (!shape) throw new Error(`no random model named ${name}; known: ${Object.keys(ARCH_SHAPES).join(', ')}`)
+  const { entries, vocab } = tokenizerOf(shape, bpeSource)
   let shown = -1
-  writeGgufStreaming(out, metadata(shape, tokenizerSource), tensors(shape), (f) => {
+  writeGgufStreaming(out, metadata(shape, entries), tensors(shape, vocab), (f) => {
     const pct = Math.floor(f * 4) * 25
     if (pct !== shown) process.stderr.write(`random ${name}: ${(shown = pct)}%\n`)
   })
@@ -166,7 +184,7 @@ export function makeArchModel(name: string, tokenizerSource: string): string {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const [tokenizerSource, ...names] = process.argv.slice(2)
-  if (!tokenizerSource) throw new Error('usage: archModels.ts <tokenizer-source.gguf> [name ...]')
-  for (const name of names.length ? names : Object.keys(ARCH_SHAPES)) console.log(makeArchModel(name, tokenizerSource))
+  const [bpeSource, ...names] = process.argv.slice(2)
+  if (!bpeSource) throw new Error('usage: archModels.ts <smollm2.gguf> [name ...]')
+  for (const name of names.length ? names : Object.keys(ARCH_SHAPES)) console.log(makeArchModel(name, bpeSource))
 }

@@ -12,7 +12,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { hashFile } from '../src/hashFile.js'
-import { ARCH_SHAPES, archModelPath, makeArchModel, xorshift32 } from './archModels.js'
+import { ARCH_SHAPES, archModelPath, makeArchModel, tokenizerOf, xorshift32 } from './archModels.js'
 import { writeFixtureJson } from './fixtureJson.js'
 import { rawLlamaCpp } from './rawLlamaCpp.js'
 
@@ -24,8 +24,8 @@ const TOP = 8
 const QUANTS: Record<string, string[]> = { qwen3: ['Q4_K_M', 'Q5_K_M', 'Q5_1'] }
 const log = (msg: string) => process.stderr.write(`[make-arch-fixtures] ${msg}\n`)
 
-/** Seeded prompt ids below 49152, from the weights' generator. */
-function promptIds(seed: number, n: number, vocab = 49152): number[] {
+/** Seeded prompt ids below the vocabulary size, from the weights' generator. */
+function promptIds(seed: number, n: number, vocab: number): number[] {
   const next = xorshift32(seed)
   return Array.from({ length: n }, () => next() % vocab)
 }
@@ -52,7 +52,7 @@ for (const name of names) {
     return [type, path] as const
   })
   const shape = ARCH_SHAPES[name]!
-  const prompt = promptIds(name.length * 7919 + 17, (shape.llama3Rope?.originalContext ?? 0) + PROMPT_TOKENS)
+  const prompt = promptIds(name.length * 7919 + 17, (shape.llama3Rope?.originalContext ?? 0) + PROMPT_TOKENS, tokenizerOf(shape, tokenizerSource).vocab)
   const files = []
   for (const [type, path] of [['F32', f32] as const, ...quantized]) {
     const { greedy, rows } = llamaCpp.logits(path, prompt, { kv: 'f32', generate: GREEDY, tail: PROMPT_TOKENS })

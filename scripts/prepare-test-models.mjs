@@ -2,7 +2,8 @@
 // Makes the model files the test suites need: the default model (fetched), its F32 and Q8_0
 // re-encodings made by our own converter, Gemma 3 270M (fetched; its SentencePiece tokenizer
 // is tested against llama.cpp's), llama.cpp's vocab-only GGUFs of LLaMA's and Phi-3's SentencePiece
-// vocabularies (scripts/fetch-vocabs.mjs) and the random-weight files of scripts/archModels.ts.
+// vocabularies (scripts/fetch-vocabs.mjs) and the random-weight files of scripts/archModels.ts
+// (TinyLlama's copies the LLaMA vocabulary, so they come after the vocabularies).
 // Cached in models/; idempotent.
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
