@@ -23,7 +23,7 @@ export interface RawLlamaCpp {
 
 export function rawLlamaCpp(): RawLlamaCpp {
   const bin = execFileSync('bash', ['scripts/build-llama-cpp.sh'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim()
-  const version = /VERSION=(\S+)/.exec(readFileSync('scripts/build-llama-cpp.sh', 'utf8'))?.[1]
+  const { version } = JSON.parse(readFileSync(join('scripts', 'llamaCppSdist.json'), 'utf8')) as { version: string }
   const logits: RawLlamaCpp['logits'] = (model, ids, { kv, generate, tail }) => {
     const work = mkdtempSync(join(tmpdir(), 'kvengine-llama-'))
     try {
