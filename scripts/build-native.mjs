@@ -16,6 +16,8 @@ import { fileURLToPath } from 'node:url'
 // Run with tsx (npm run build:native): the package's own downloader and zip reader, before dist/ exists.
 import { downloadFile } from '../src/downloadFile.js'
 import { extractZip } from '../src/extractZip.js'
+import { glibcVersion } from '../src/glibcVersion.js'
+import { napiPlatform } from '../src/napiPlatform.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const tools = join(root, '.cache', 'tools')
@@ -44,7 +46,7 @@ const run = (cmd, args, env = process.env) => execFileSync(cmd, args, { cwd: roo
 function requestedTarget() {
   const at = process.argv.indexOf('--target')
   if (at !== -1) return process.argv[at + 1]
-  if (process.platform === 'linux' && process.arch === 'x64' && process.report.getReport().header.glibcVersionRuntime) {
+  if (process.platform === 'linux' && process.arch === 'x64' && glibcVersion()) {
     return `x86_64-unknown-linux-gnu.${GLIBC_FLOOR}`
   }
   return undefined
@@ -81,7 +83,7 @@ function buildCpuProbe(target, zigbuild, env) {
   // cargo-zigbuild's glibc suffix is not part of cargo's output folder.
   const triple = target?.split('.')[0]
   if (triple ? !triple.startsWith('x86_64-') : process.arch !== 'x64') return
-  const platform = triple === undefined ? hostPlatform() : platformOf(triple)
+  const platform = triple === undefined ? napiPlatform() : platformOf(triple)
   const targetDir = join(root, 'target', 'cpu-probe')
   // Its own target folder: other RUSTFLAGS in target/ would rebuild the engine's dependencies.
   const cargoArgs = [zigbuild ? 'zigbuild' : 'build', '--release', '-p', 'kvengine-cpu-probe', '--target-dir', targetDir, ...(target ? ['--target', target] : [])]
@@ -93,11 +95,6 @@ function buildCpuProbe(target, zigbuild, env) {
   const out = join(root, `kvengine-cpu.${platform}.node`)
   copyFileSync(join(targetDir, triple ?? '', 'release', library), out)
   log(`wrote ${out}`)
-}
-
-function hostPlatform() {
-  const abi = { linux: process.report.getReport().header.glibcVersionRuntime ? '-gnu' : '-musl', win32: '-msvc' }[process.platform] ?? ''
-  return `${process.platform}-x64${abi}`
 }
 
 function platformOf(triple) {

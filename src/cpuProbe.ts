@@ -5,23 +5,17 @@ import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 
-const require = createRequire(import.meta.url)
+import { napiPlatform } from './napiPlatform.js'
 
-/** napi-rs's platform name for this x64 system: linux-x64-gnu, linux-x64-musl, darwin-x64, win32-x64-msvc. */
-function platformName(): string {
-  if (process.platform === 'linux') {
-    const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header
-    return `linux-x64-${header?.glibcVersionRuntime ? 'gnu' : 'musl'}`
-  }
-  return process.platform === 'win32' ? 'win32-x64-msvc' : `${process.platform}-x64`
-}
+const require = createRequire(import.meta.url)
 
 /** Where the probe may be: beside native.cjs in a checkout, in the platform package when installed. */
 function probePaths(root: string): string[] {
-  const file = `kvengine-cpu.${platformName()}.node`
+  const platform = napiPlatform()
+  const file = `kvengine-cpu.${platform}.node`
   const paths = [join(root, file)]
   try {
-    paths.push(require.resolve(`kvengine-${platformName()}/${file}`))
+    paths.push(require.resolve(`kvengine-${platform}/${file}`))
   } catch {
     // not installed (a checkout, or a platform package from before the probe)
   }

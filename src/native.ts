@@ -9,6 +9,7 @@ import type * as Binding from '../native.cjs'
 import { packageRoot } from './packageRoot.js'
 import { addonLoadError, cpuTooOldError } from './addonLoadError.js'
 import { missingCpuFeatures } from './cpuProbe.js'
+import { glibcVersion } from './glibcVersion.js'
 import { CUDA_ADDON, CUDA_PACKAGE, pickBinding } from './pickBinding.js'
 
 export type { NativeModel, NativeKvCache, NativeModelInfo, NativeCancelToken } from '../native.cjs'
@@ -51,8 +52,7 @@ function loadBinding(): typeof Binding {
   try {
     return require(join(root, 'native.cjs')) as typeof Binding
   } catch (cause) {
-    const header = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined
-    const facts = { platform: process.platform, arch: process.arch, glibc: header?.header?.glibcVersionRuntime, checkout: existsSync(join(root, 'Cargo.toml')), cause: (cause as Error).message }
+    const facts = { platform: process.platform, arch: process.arch, glibc: glibcVersion(), checkout: existsSync(join(root, 'Cargo.toml')), cause: (cause as Error).message }
     throw new KvEngineError('UNSUPPORTED', addonLoadError(facts), { cause })
   }
 }

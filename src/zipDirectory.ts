@@ -4,14 +4,13 @@ import { KvEngineError } from './KvEngineError.js'
 
 const EOCD = 0x06054b50
 const CENTRAL = 0x02014b50
-const LOCAL = 0x04034b50
 
 export interface ZipMember {
   name: string
   /** 0 stored, 8 deflated; others are refused by the readers. */
   method: number
-  /** Where the member's bytes start, past its local header. */
-  start: number
+  /** Where the member's local header starts; its bytes follow that header. */
+  localHeader: number
   compressed: number
   /** Unix permission bits, where the archive recorded them (0 otherwise). */
   mode: number
@@ -40,16 +39,12 @@ export async function zipDirectory(zip: string): Promise<ZipMember[]> {
     const dir = Buffer.alloc(dirSize)
     await file.read(dir, 0, dirSize, dirOffset)
     const members: ZipMember[] = []
-    const local = Buffer.alloc(30)
     for (let at = 0, i = 0; i < count; i++) {
       if (dir.readUInt32LE(at) !== CENTRAL) throw corrupt(`bad central directory entry ${i}`)
       const nameLength = dir.readUInt16LE(at + 28)
       const name = dir.toString('utf8', at + 46, at + 46 + nameLength)
-      const offset = dir.readUInt32LE(at + 42)
-      await file.read(local, 0, 30, offset)
-      if (local.readUInt32LE(0) !== LOCAL) throw corrupt(`bad local header for ${name}`)
-      const start = offset + 30 + local.readUInt16LE(26) + local.readUInt16LE(28)
-      members.push({ name, method: dir.readUInt16LE(at + 10), start, compressed: dir.readUInt32LE(at + 20), mode: (dir.readUInt32LE(at + 38) >>> 16) & 0o777 })
+      const mode = (dir.readUInt32LE(at + 38) >>> 16) & 0o777
+      members.push({ name, method: dir.readUInt16LE(at + 10), localHeader: dir.readUInt32LE(at + 42), compressed: dir.readUInt32LE(at + 20), mode })
       at += 46 + nameLength + dir.readUInt16LE(at + 30) + dir.readUInt16LE(at + 32)
     }
     return members
