@@ -1,6 +1,7 @@
 //! The SentencePiece tokenizer built from real GGUF metadata (no weights needed) against llama.cpp
 //! on the same files: the real Gemma 3 270M GGUF, and llama.cpp's own vocab-only GGUFs of LLaMA's
-//! 32k vocabulary (Llama 2, Mistral 7B, TinyLlama) and Phi-3's. The fixtures
+//! 32k vocabulary (Llama 2, Mistral 7B, TinyLlama), also as our GGUF writer copies it into a
+//! random-weight model, and Phi-3's. The fixtures
 //! (scripts/make-spm-fixtures.ts) hold node-llama-cpp's ids and detokenized text for a corpus of
 //! code, CJK, emoji, RTL scripts, whitespace runs, long words, digits and control-token
 //! look-alikes with specials on and off.
@@ -167,10 +168,10 @@ fn malformed_sentencepiece_metadata_gives_typed_errors() {
     assert_eq!(tok.encode("hi", false, true).unwrap(), tokenizer().encode("hi", false, false).unwrap());
 }
 
-/// A vocab-only GGUF from llama.cpp's own test models, checked against its fixture: ids, the
-/// detokenized text, and BOS/EOS.
-fn vocab_matches(file: &str, fixture_name: &str) {
-    let gguf = GgufFile::open(&model_file(&format!("vocab/{file}"), "fetch-vocabs.mjs")).unwrap();
+/// A GGUF's vocabulary checked against a fixture of llama.cpp's: ids, the detokenized text, and
+/// BOS/EOS. `file` is under models/, made by `scripts/{made_by}`.
+fn vocab_matches(file: &str, made_by: &str, fixture_name: &str) {
+    let gguf = GgufFile::open(&model_file(file, made_by)).unwrap();
     let tok = Tokenizer::from_gguf(&gguf).unwrap();
     let fx = fixture_named(fixture_name);
     encode_matches(&tok, &fx);
@@ -182,10 +183,17 @@ fn vocab_matches(file: &str, fixture_name: &str) {
 
 #[test]
 fn llama_sentencepiece_32k_matches_llama_cpp() {
-    vocab_matches("ggml-vocab-llama-spm.gguf", "llama-spm-tokenizer.json");
+    vocab_matches("vocab/ggml-vocab-llama-spm.gguf", "fetch-vocabs.mjs", "llama-spm-tokenizer.json");
+}
+
+/// The same vocabulary as our GGUF writer copied it into a random-weight TinyLlama-shaped model
+/// (scripts/archModels.ts; its logits are checked against llama.cpp in architectures.spec.ts).
+#[test]
+fn llama_sentencepiece_written_by_our_gguf_writer_matches_llama_cpp() {
+    vocab_matches("random-tinyllama.F32.gguf", "prepare-test-models.mjs", "llama-spm-tokenizer.json");
 }
 
 #[test]
 fn phi3_sentencepiece_matches_llama_cpp() {
-    vocab_matches("ggml-vocab-phi-3.gguf", "phi3-tokenizer.json");
+    vocab_matches("vocab/ggml-vocab-phi-3.gguf", "fetch-vocabs.mjs", "phi3-tokenizer.json");
 }
