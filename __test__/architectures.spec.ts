@@ -67,7 +67,7 @@ function logSumExp(row: Float32Array): number {
   return max + Math.log(sum)
 }
 
-for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32', 'tinyllama']) {
+for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32', 'tinyllama', 'gpt2']) {
   const fx = JSON.parse(readFileSync(join(root, '__test__', 'fixtures', `llamacpp-arch-${name}.json`), 'utf8')) as ArchFixture
   for (const file of fx.files) {
     const tolerance = TOLERANCE[file.type === 'F32' ? 'exact' : 'quantized']

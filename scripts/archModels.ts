@@ -14,7 +14,7 @@ import { readGgufHeader } from '../benches/lib/ggufRead.js'
 import { f32Entry, GGML_F32, stringEntry, u32Entry, writeGgufStreaming, type OutEntry, type OutTensor } from '../benches/lib/ggufWrite.js'
 
 export interface ArchShape {
-  arch: 'llama' | 'qwen2' | 'qwen3' | 'phi3'
+  arch: 'llama' | 'qwen2' | 'qwen3' | 'phi3' | 'gpt2'
   /** The published model whose layer this is. */
   like: string
   layers: number
@@ -48,6 +48,9 @@ export const ARCH_SHAPES: Record<string, ArchShape> = {
   // Mistral 7B v0.1, copied by our GGUF writer.
   tinyllama: { arch: 'llama', like: 'TinyLlama-1.1B', layers: 2, hidden: 2048, heads: 32, kvHeads: 4, headDim: 64, ffn: 5632, ropeBase: 1e4, eps: 1e-5, qkvBias: false, qkNorm: false, fused: false, context: 2048, spmVocab: true },
   // One layer: a Phi-3-mini layer is 113M parameters, 450 MB in F32.
+  // GPT-2's block: learned positions, LayerNorm and a bias on every projection and norm, Q/K/V
+  // fused as `attn_qkv`, a plain GELU MLP.
+  gpt2: { arch: 'gpt2', like: 'GPT-2 (124M)', layers: 2, hidden: 768, heads: 12, kvHeads: 12, headDim: 64, ffn: 3072, ropeBase: 1e4, eps: 1e-5, qkvBias: true, qkNorm: false, fused: true, context: 1024 },
   phi3: { arch: 'phi3', like: 'Phi-3-mini-4k', layers: 1, hidden: 3072, heads: 32, kvHeads: 32, headDim: 96, ffn: 8192, ropeBase: 1e4, eps: 1e-5, qkvBias: false, qkNorm: false, fused: true },
 }
 
@@ -109,6 +112,7 @@ function tensors(s: ArchShape, vocab: number): OutTensor[] {
   // 0.1 spread the logits over a few units, so near-ties are rare and greedy runs test the
   // arithmetic rather than coin flips. Projections get 1/sqrt(fan-in).
   const out = [t('token_embd.weight', [s.hidden, vocab], 0.1), t('output.weight', [s.hidden, vocab], 0.1)]
+  if (s.arch === 'gpt2') return out.concat(gpt2Tensors(s, t))
   for (let l = 0; l < s.layers; l++) {
     const p = `blk.${l}.`
     out.push(t(`${p}attn_norm.weight`, [s.hidden], 0.1, 1))
@@ -134,6 +138,20 @@ function tensors(s: ArchShape, vocab: number): OutTensor[] {
   return out
 }
 
+/** GPT-2's tensors after the embedding and output matrices, as llama.cpp's converter names them. */
+function gpt2Tensors(s: ArchShape, t: (name: string, dims: number[], std: number, mean?: number) => OutTensor): OutTensor[] {
+  const h = s.hidden
+  const norm = (name: string) => [t(`${name}.weight`, [h], 0.1, 1), t(`${name}.bias`, [h], 0.1)]
+  const linear = (name: string, inp: number, out: number) => [t(`${name}.weight`, [inp, out], 1 / Math.sqrt(inp)), t(`${name}.bias`, [out], 0.1)]
+  const out = [t('position_embd.weight', [h, s.context ?? CONTEXT], 0.1)]
+  for (let l = 0; l < s.layers; l++) {
+    const p = `blk.${l}.`
+    out.push(...norm(`${p}attn_norm`), ...linear(`${p}attn_qkv`, h, 3 * h), ...linear(`${p}attn_output`, h, h))
+    out.push(...norm(`${p}ffn_norm`), ...linear(`${p}ffn_up`, h, s.ffn), ...linear(`${p}ffn_down`, s.ffn, h))
+  }
+  return out.concat(norm('output_norm'))
+}
+
 function metadata(s: ArchShape, tokenizer: OutEntry[]): OutEntry[] {
   const a = s.arch
   return [
@@ -150,7 +168,7 @@ function metadata(s: ArchShape, tokenizer: OutEntry[]): OutEntry[] {
     u32Entry(`${a}.attention.key_length`, s.headDim),
     u32Entry(`${a}.attention.value_length`, s.headDim),
     f32Entry(`${a}.rope.freq_base`, s.ropeBase),
-    f32Entry(`${a}.attention.layer_norm_rms_epsilon`, s.eps),
+    f32Entry(`${a}.attention.${a === 'gpt2' ? 'layer_norm_epsilon' : 'layer_norm_rms_epsilon'}`, s.eps),
     // As Llama GGUFs carry it (the other families' files were made before we wrote it).
     ...(a === 'llama' ? [u32Entry(`${a}.rope.dimension_count`, s.headDim)] : []),
     ...tokenizer,

@@ -34,6 +34,9 @@ pub enum Architecture {
     /// Google's Gemma 3 text models: the Llama block with the departures in `BlockVariant`,
     /// loaded from GGUF only (its metadata holds the sliding window the variant needs).
     Gemma3,
+    /// OpenAI's GPT-2 and karpathy/nanoGPT's GPT: learned positions, LayerNorm, biased
+    /// projections and a plain GELU MLP (`BlockVariant::gpt2`), from GGUF or a nanoGPT `ckpt.pt`.
+    Gpt2,
 }
 
 impl Architecture {
@@ -44,9 +47,11 @@ impl Architecture {
             "qwen3" | "Qwen3ForCausalLM" => Ok(Self::Qwen3),
             "phi3" | "Phi3ForCausalLM" => Ok(Self::Phi3),
             "gemma3" => Ok(Self::Gemma3),
+            "gpt2" | "GPT2LMHeadModel" => Ok(Self::Gpt2),
             other => Err(Error::unsupported(format!(
                 "unsupported model architecture '{other}': kvengine runs Llama-family \
-                 (SmolLM2, TinyLlama, Llama 3.x), Qwen2/2.5, Qwen3, Phi-3 (GGUF) and Gemma 3 (GGUF) models"
+                 (SmolLM2, TinyLlama, Llama 3.x), Qwen2/2.5, Qwen3, Phi-3 (GGUF), Gemma 3 (GGUF) and GPT-2 \
+                 (GGUF or nanoGPT ckpt.pt) models"
             ))),
         }
     }
@@ -61,8 +66,11 @@ pub enum Activation {
     /// SwiGLU (Llama, Qwen2).
     #[default]
     Silu,
-    /// GELU in its tanh approximation (Gemma's GeGLU, `gelu_pytorch_tanh`).
+    /// GELU in its tanh approximation (Gemma's GeGLU, `gelu_pytorch_tanh`; GPT-2's `gelu_new`,
+    /// which llama.cpp also applies).
     GeluTanh,
+    /// GELU exactly, through erf: PyTorch's `nn.GELU()`, which nanoGPT's MLP uses.
+    GeluErf,
 }
 
 /// Where a family's layer departs from Llama's. Llama and Qwen2 take the default; the same
@@ -87,6 +95,15 @@ pub struct BlockVariant {
     /// Multiplies each query before attention's 1/sqrt(head_dim), where a model's attention
     /// scale is not 1/sqrt(head_dim) (Gemma's `query_pre_attn_scalar`).
     pub query_scale: Option<f32>,
+    /// GPT-2: LayerNorm (mean removed, then a bias added where `biases`) in place of RMSNorm.
+    pub layer_norm: bool,
+    /// GPT-2: a learned position embedding (`position_embd`) added to the token embedding,
+    /// and no RoPE.
+    pub learned_positions: bool,
+    /// GPT-2: `down(act(up(x)))`, no gate matrix.
+    pub plain_mlp: bool,
+    /// GPT-2: every projection and norm has a bias (nanoGPT's `bias=False` drops them all).
+    pub biases: bool,
 }
 
 impl BlockVariant {
@@ -109,7 +126,14 @@ impl BlockVariant {
             windows: (0..n_layers).map(|i| ((i + 1) % 6 != 0).then_some(sliding_window - 1)).collect(),
             local_rope_theta: Some(10_000.0),
             query_scale,
+            ..Self::default()
         })
+    }
+
+    /// GPT-2's block; `activation` is GELU's tanh form for GGUF files (as llama.cpp runs them)
+    /// and erf for nanoGPT checkpoints (as PyTorch trained them).
+    pub fn gpt2(activation: Activation, biases: bool) -> Self {
+        Self { activation, layer_norm: true, learned_positions: true, plain_mlp: true, biases, ..Self::default() }
     }
 
     /// Qwen3: Llama's block with query and key norms (its missing QKV bias is the architecture's).
@@ -248,8 +272,17 @@ impl HfConfig {
             .or_else(|| self.architectures.first().cloned())
             .ok_or_else(|| Error::corrupt("config.json names neither model_type nor architectures"))?;
         let architecture = Architecture::parse(&arch_name)?;
-        if matches!(architecture, Architecture::Gemma3 | Architecture::Phi3) {
-            return Err(Error::unsupported(format!("{architecture:?} loads from GGUF files only, not from Hugging Face directories")));
+        match architecture {
+            Architecture::Gemma3 | Architecture::Phi3 => {
+                return Err(Error::unsupported(format!("{architecture:?} loads from GGUF files only, not from Hugging Face directories")));
+            }
+            // Its Conv1D weights are stored transposed and under other names than the Llama family's.
+            Architecture::Gpt2 => {
+                return Err(Error::unsupported(
+                    "GPT-2 loads from GGUF files and nanoGPT ckpt.pt checkpoints, not from Hugging Face directories; convert it with llama.cpp's convert_hf_to_gguf.py",
+                ));
+            }
+            _ => {}
         }
         let n_heads = self.num_attention_heads;
         let head_dim = self.head_dim.unwrap_or(self.hidden_size.checked_div(n_heads).unwrap_or(0));

@@ -9,7 +9,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
 
-use crate::config::{Architecture, BlockVariant, ModelConfig, RopeStyle, MAX_CONTEXT, MAX_WIDTH};
+use crate::config::{Activation, Architecture, BlockVariant, ModelConfig, RopeStyle, MAX_CONTEXT, MAX_WIDTH};
 use crate::error::{candle_message, Error, Result};
 use crate::weights::{Weight, WeightSource};
 
@@ -117,8 +117,11 @@ impl GgufFile {
             Architecture::Phi3 if self.contains("rope_factors_long.weight") => {
                 return Err(Error::unsupported("Phi-3 models with LongRoPE (128k context) are not supported; use a 4k-context Phi-3"));
             }
+            Architecture::Gpt2 => BlockVariant::gpt2(Activation::GeluTanh, true),
             Architecture::Llama | Architecture::Qwen2 | Architecture::Phi3 | Architecture::Nanochat => BlockVariant::default(),
         };
+        // GPT-2's LayerNorm has its own epsilon key.
+        let eps_key = if variant.layer_norm { "attention.layer_norm_epsilon" } else { "attention.layer_norm_rms_epsilon" };
         let cfg = ModelConfig {
             architecture,
             vocab_size,
@@ -128,14 +131,18 @@ impl GgufFile {
             n_heads,
             n_kv_heads,
             head_dim,
-            rms_norm_eps: self.meta_f32(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+            rms_norm_eps: self.meta_f32(&key(eps_key))?.unwrap_or(1e-5),
             rope_theta: self.meta_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_style: match architecture {
                 Architecture::Llama => RopeStyle::Interleaved,
                 // llama.cpp rotates Qwen and Gemma 3 NeoX-style.
-                Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Phi3 | Architecture::Nanochat | Architecture::Gemma3 => {
-                    RopeStyle::HalfSplit
-                }
+                // GPT-2 has no RoPE; the style is never used.
+                Architecture::Qwen2
+                | Architecture::Qwen3
+                | Architecture::Phi3
+                | Architecture::Nanochat
+                | Architecture::Gemma3
+                | Architecture::Gpt2 => RopeStyle::HalfSplit,
             },
             rope_freq_factors,
             context_length: self.required(&key("context_length"), MAX_CONTEXT)?,

@@ -31,6 +31,7 @@ pub mod matmul;
 pub mod memory;
 pub mod model;
 pub mod nanochat;
+pub mod nanogpt;
 pub mod pass_queue;
 pub mod placement;
 pub mod rope;

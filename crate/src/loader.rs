@@ -1,5 +1,5 @@
 //! Opens whatever the user pointed at (a `.gguf` file, a Hugging Face directory, or a nanochat
-//! checkpoint directory or `.pt` file) and returns the model together with its tokenizer and
+//! checkpoint directory or `.pt` file, or a nanoGPT `ckpt.pt`) and returns the model together with its tokenizer and
 //! chat template.
 
 use std::path::Path;
@@ -38,7 +38,9 @@ pub fn load_on(path: &Path, placement: Placement, progress: &mut dyn FnMut(f64))
             path.display()
         ))
     })?;
-    if checkpoint::is_checkpoint(path) {
+    if crate::nanogpt::claims(path) {
+        load_nanogpt(path, placement, progress)
+    } else if checkpoint::is_checkpoint(path) {
         crate::placement::check_nanochat(placement)?;
         load_nanochat(path, progress)
     } else if meta.is_dir() {
@@ -98,6 +100,17 @@ fn load_nanochat(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedMod
     check_vocab(&model.config.base, &tokenizer)?;
     let format = if files.weights.extension().is_some_and(|e| e == "pt") { "nanochat pt" } else { "nanochat safetensors" };
     Ok(LoadedModel { model: model.into(), tokenizer, chat_template: None, format: format.into() })
+}
+
+/// A nanoGPT `ckpt.pt`: a base model with no chat template.
+fn load_nanogpt(path: &Path, placement: Placement, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+    let header = crate::nanogpt::Header::read(path)?;
+    let tokenizer = crate::nanogpt::tokenizer(path, header.dataset.as_deref())?;
+    check_vocab(&header.config, &tokenizer)?;
+    let mut weights = crate::nanogpt::NanoGptWeights::read(path)?;
+    let model = load_llama(&mut weights, header.config, placement, progress)?;
+    weights.ensure_all_used()?;
+    Ok(LoadedModel { model, tokenizer, chat_template: None, format: "nanogpt pt".into() })
 }
 
 /// `chat_template` is either a string or a list of named templates; we take "default".

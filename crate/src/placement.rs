@@ -53,7 +53,7 @@ pub(crate) fn load_llama(
     placement: Placement,
     progress: &mut dyn FnMut(f64),
 ) -> Result<LanguageModel> {
-    if config.architecture == Architecture::Phi3 {
+    if matches!(config.architecture, Architecture::Phi3 | Architecture::Gpt2) {
         return load_llama_from(&mut Unfused::new(src, &config), config, placement, progress);
     }
     load_llama_from(src, config, placement, progress)

@@ -43,6 +43,8 @@ enum Encoder {
     },
     Tiktoken(TiktokenBpe),
     Spm(Box<SpmVocab>),
+    /// One token per character (nanoGPT's character-level datasets).
+    Chars(HashMap<char, u32>),
 }
 
 pub struct Tokenizer {
@@ -161,12 +163,28 @@ impl Tokenizer {
         })
     }
 
+    /// A character-level vocabulary: token `i` is the one character `pieces[i]`. It has no
+    /// BOS or EOS, as nanoGPT's character models have none.
+    pub fn from_chars(pieces: Vec<String>) -> Result<Self> {
+        let mut ids = HashMap::with_capacity(pieces.len());
+        for (id, piece) in pieces.iter().enumerate() {
+            let mut chars = piece.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) if ids.insert(c, id as u32).is_none() => {}
+                _ => return Err(Error::corrupt(format!("character vocabulary entry {id} is {piece:?}, not one distinct character"))),
+            }
+        }
+        let token_bytes = pieces.into_iter().map(String::into_bytes).collect();
+        Ok(Self { encoder: Encoder::Chars(ids), token_bytes, bos_token: None, eos_token: None, add_bos: false, eog_tokens: Vec::new() })
+    }
+
     /// The id of a special token by its text, e.g. `<|user_start|>`.
     pub fn special_token(&self, name: &str) -> Option<u32> {
         match &self.encoder {
             Encoder::Hf { with_specials, .. } => with_specials.token_to_id(name),
             Encoder::Tiktoken(bpe) => bpe.special(name),
             Encoder::Spm(vocab) => vocab.id(name),
+            Encoder::Chars(_) => None,
         }
     }
 
@@ -193,6 +211,14 @@ impl Tokenizer {
             Encoder::Tiktoken(bpe) if special => ids.extend(bpe.encode_with_specials(text)?),
             Encoder::Tiktoken(bpe) => ids.extend(bpe.encode_ordinary(text)?),
             Encoder::Spm(vocab) => ids.extend(vocab.encode(text, special)?),
+            Encoder::Chars(vocab) => {
+                for c in text.chars() {
+                    let id = vocab.get(&c).ok_or_else(|| {
+                        Error::invalid(format!("{c:?} is not in this model's {}-character vocabulary", self.token_bytes.len()))
+                    })?;
+                    ids.push(*id);
+                }
+            }
         }
         if start == 1 && ids.get(1) == ids.first() {
             ids.remove(0);
@@ -239,7 +265,7 @@ impl Tokenizer {
     pub fn token_text(&self, id: u32) -> Option<String> {
         match &self.encoder {
             Encoder::Hf { with_specials, .. } => with_specials.id_to_token(id),
-            Encoder::Tiktoken(_) => self.token_bytes.get(id as usize).map(|b| String::from_utf8_lossy(b).into_owned()),
+            Encoder::Tiktoken(_) | Encoder::Chars(_) => self.token_bytes.get(id as usize).map(|b| String::from_utf8_lossy(b).into_owned()),
             Encoder::Spm(vocab) => vocab.piece(id).map(str::to_owned),
         }
     }

@@ -58,12 +58,24 @@ impl Weight {
     /// Rows `start .. start + rows` of a matrix, in its own format: a fused projection's part.
     pub fn rows(&self, start: usize, rows: usize) -> Result<Self> {
         let dims = self.dims().to_vec();
+        // A fused bias: its part, in f32.
+        if let [n] = dims[..] {
+            if start + rows > n {
+                return Err(Error::corrupt(format!("cannot take entries {start}..{} of a vector of {n}", start + rows)));
+            }
+            return Ok(Self::Dense(self.clone().into_dense()?.narrow(0, start, rows)?));
+        }
         let (n, k) = match dims[..] {
             [n, k] if start + rows <= n => (n, k),
             _ => return Err(Error::corrupt(format!("cannot take rows {start}..{} of a tensor of shape {dims:?}", start + rows))),
         };
         Ok(match self {
-            Self::Dense(t) => Self::Dense(t.narrow(0, start, rows)?),
+            // Copied out: a narrowed view keeps the whole storage, which candle's quantizer
+            // reads from its start.
+            Self::Dense(t) => {
+                let part = t.narrow(0, start, rows)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+                Self::Dense(Tensor::from_vec(part, (rows, k), t.device())?)
+            }
             Self::Quantized(q) => {
                 let data = q.data()?;
                 let row_bytes = data.len() / n;

@@ -1,5 +1,5 @@
-//! Random-weight Qwen2, Qwen3, Phi-3 and Llama 3.2 GGUFs with the real layer shapes of
-//! Qwen2.5-0.5B, Qwen3-0.6B, Phi-3-mini-4k and Llama-3.2-1B (scripts/archModels.ts; `npm test` writes them through
+//! Random-weight Qwen2, Qwen3, Phi-3, Llama 3.2 and GPT-2 GGUFs with the real layer shapes of
+//! Qwen2.5-0.5B, Qwen3-0.6B, Phi-3-mini-4k, Llama-3.2-1B and GPT-2 124M (scripts/archModels.ts; `npm test` writes them through
 //! scripts/prepare-test-models.mjs): the metadata resolves to each family's block, and the fast
 //! path (KV cache, our kernels) agrees with the cache-free reference path, which applies the
 //! biases and QK norms with candle's tensor ops, for a prompt in one pass and for tokens decoded
@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use kvengine::config::{Architecture, RopeStyle};
+use kvengine::config::{Activation, Architecture, RopeStyle};
 use kvengine::{KvType, LoadedModel, LogitsFor};
 
 fn load(name: &str) -> LoadedModel {
@@ -45,6 +45,16 @@ fn phi3_resolves_to_llamas_block_with_neox_rope() {
     assert!(c.variant.is_plain() && !c.architecture.has_qkv_bias() && !c.tie_word_embeddings);
 }
 
+#[test]
+fn gpt2_resolves_to_learned_positions_layer_norm_and_biases() {
+    let c = load("gpt2").model.config;
+    assert_eq!(c.architecture, Architecture::Gpt2);
+    assert_eq!((c.hidden_size, c.n_heads, c.head_dim, c.intermediate_size, c.context_length), (768, 12, 64, 3072, 1024));
+    let v = &c.variant;
+    assert!(v.learned_positions && v.layer_norm && v.plain_mlp && v.biases && v.activation == Activation::GeluTanh);
+    assert!(!v.is_plain() && !c.tie_word_embeddings);
+}
+
 /// 24 ids: the first 16 in one pass, then 8 one at a time; every row against the reference.
 fn fast_path_matches_reference(name: &str) {
     let m = load(name).model;
@@ -70,6 +80,11 @@ fn qwen3_fast_path_matches_reference_in_prefill_and_decode() {
 #[test]
 fn qwen2_fast_path_matches_reference_in_prefill_and_decode() {
     fast_path_matches_reference("qwen2");
+}
+
+#[test]
+fn gpt2_fast_path_matches_reference_in_prefill_and_decode() {
+    fast_path_matches_reference("gpt2");
 }
 
 #[test]

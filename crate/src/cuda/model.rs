@@ -193,7 +193,9 @@ impl CudaModel {
         let attn = kvattn::attend(&q, k_cache, v_cache, layer, &pass.plan, params)?.reshape((n, cfg.q_dim()))?;
         let x = (x + b.o.forward(&attn)?)?;
         let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, eps)?;
-        let mlp = (candle_nn::ops::silu(&b.gate.forward(&h)?)? * b.up.forward(&h)?)?;
+        // The CUDA model runs plain variants only, which always have a gate.
+        let gate = b.gate.as_ref().ok_or_else(|| Error::unsupported("a gate-less MLP on CUDA"))?;
+        let mlp = (candle_nn::ops::silu(&gate.forward(&h)?)? * b.up.forward(&h)?)?;
         Ok((x + b.down.forward(&mlp)?)?)
     }
 }

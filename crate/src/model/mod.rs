@@ -111,17 +111,19 @@ impl Linear {
 /// thread with libm's `expf`; the polynomial vectorizes). Both activations are `x · σ(a(x))`:
 /// SiLU with `a(x) = x`, and tanh-GELU, `x/2 · (1 + tanh(y))`, is `x · σ(2y)` with
 /// `y = sqrt(2/π) (x + 0.044715 x³)`, so neither needs a tanh.
-fn gated(activation: Activation, mut gate: Vec<f32>, up: &[f32]) -> Vec<f32> {
+fn gated(activation: Activation, mut gate: Vec<f32>, up: &[f32]) -> Result<Vec<f32>> {
     const CHUNK: usize = 16 * 1024;
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     let arg = match activation {
         Activation::Silu => |x: f32| x,
         Activation::GeluTanh => |x: f32| 2.0 * SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x),
+        // No gated model uses it; GPT-2's plain MLP takes candle's erf instead (`Model::mlp`).
+        Activation::GeluErf => return Err(Error::unsupported("a gated MLP with erf GELU")),
     };
     gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
         g.iter_mut().zip(u).for_each(|(g, &u)| *g = *g / (1.0 + attention::exp(-arg(*g))) * u);
     });
-    gate
+    Ok(gate)
 }
 
 /// RMSNorm of each `width`-wide piece of `x` (Gemma 3's per-head query and key norms).
@@ -180,8 +182,11 @@ pub struct ModelStats {
 pub struct Model {
     pub config: ModelConfig,
     embed: Weight,
+    /// GPT-2's learned positions, `(context_length, hidden)`.
+    position_embd: Option<Tensor>,
     blocks: Vec<Block<Linear>>,
     norm: Tensor,
+    norm_bias: Option<Tensor>,
     lm_head: Linear,
     rope: Rope,
     /// Windowed layers' rotation, where their base differs (Gemma 3).
@@ -204,6 +209,10 @@ impl Model {
             progress((layer + 1) as f64 / (config.n_layers + 1) as f64);
         }
         let norm = src.load_checked("output_norm.weight", &[config.hidden_size])?.into_dense()?;
+        let (v, h) = (&config.variant, config.hidden_size);
+        let norm_bias = (v.layer_norm && v.biases).then(|| src.load_checked("output_norm.bias", &[h])?.into_dense()).transpose()?;
+        let position_embd =
+            v.learned_positions.then(|| src.load_checked("position_embd.weight", &[config.context_length, h])?.into_dense()).transpose()?;
         let lm_head = if src.contains("output.weight") {
             src.load_checked("output.weight", &[config.vocab_size, config.hidden_size])?
         } else {
@@ -216,7 +225,7 @@ impl Model {
         progress(1.0);
         let rope = Rope::new(&config);
         let local_rope = config.variant.local_rope_theta.map(|theta| Rope::with_base(&config, theta));
-        Ok(Self { config, embed, blocks, norm, lm_head, rope, local_rope, stats: ModelStats::default() })
+        Ok(Self { config, embed, position_embd, blocks, norm, norm_bias, lm_head, rope, local_rope, stats: ModelStats::default() })
     }
 
     /// A cache for this model with `batch` rows and room for `capacity` positions per row.
@@ -238,7 +247,8 @@ impl Model {
         self.stats.tokens_processed.fetch_add(n as u64, Ordering::Relaxed);
 
         let ids: Vec<u32> = batch.iter().flatten().copied().collect();
-        let mut x = self.embed(&ids)?;
+        let positions: Vec<u32> = step.slots.iter().map(|s| s.pos as u32).collect();
+        let mut x = self.embed(&ids, &positions)?;
         let check_cancel = || match cancel {
             Some(c) if c.load(Ordering::Relaxed) => Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")),
             _ => Ok(()),
@@ -255,7 +265,7 @@ impl Model {
         };
         let rows: Vec<u32> = picked.iter().map(|&i| step.slots[i as usize].row as u32).collect();
         let x = if picked.len() == n { x } else { x.index_select(&Tensor::new(picked.as_slice(), x.device())?, 0)? };
-        let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
+        let x = self.normalize(&x, &self.norm, self.norm_bias.as_ref())?;
         // One picked row per sequence, or all of them: each keeps its sequence's road.
         let last_per_row;
         let runs = match which {
@@ -314,15 +324,55 @@ impl Model {
         Ok(Step { slots, spans, angles, local_angles, runs })
     }
 
-    fn embed(&self, ids: &[u32]) -> Result<Tensor> {
+    /// Token embeddings (scaled, for Gemma), plus the learned embedding of each position (GPT-2).
+    fn embed(&self, ids: &[u32], positions: &[u32]) -> Result<Tensor> {
         let x = match &self.embed {
             Weight::Quantized(q) => q.embedding(&Tensor::new(ids, &candle_core::Device::Cpu)?)?,
             Weight::Dense(t) => t.index_select(&Tensor::new(ids, t.device())?, 0)?,
         };
-        Ok(match self.config.variant.embed_scale {
+        let x = match self.config.variant.embed_scale {
             Some(scale) => (x * scale as f64)?,
             None => x,
+        };
+        Ok(match &self.position_embd {
+            Some(table) => (x + table.index_select(&Tensor::new(positions, table.device())?, 0)?)?,
+            None => x,
         })
+    }
+
+    /// The block's norm: RMSNorm, or GPT-2's LayerNorm with its bias where it has one.
+    fn normalize(&self, x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let eps = self.config.rms_norm_eps;
+        if !self.config.variant.layer_norm {
+            return Ok(candle_nn::ops::rms_norm(x, weight, eps)?);
+        }
+        let zeros;
+        let bias = match bias {
+            Some(b) => b,
+            None => {
+                zeros = weight.zeros_like()?;
+                &zeros
+            }
+        };
+        Ok(candle_nn::ops::layer_norm(x, weight, bias, eps)?)
+    }
+
+    /// The MLP on normalised input `h`: the gated `down(act(gate) · up)`, or GPT-2's
+    /// `down(act(up))`.
+    fn mlp(&self, b: &Block<Linear>, h: &Tensor, runs: &RowRuns) -> Result<Tensor> {
+        let (n, activation) = (h.dim(0)?, self.config.variant.activation);
+        let Some(gate) = &b.gate else {
+            let up = b.up.forward(h, runs)?;
+            let act = match activation {
+                Activation::Silu => candle_nn::ops::silu(&up)?,
+                Activation::GeluTanh => up.gelu()?,
+                Activation::GeluErf => up.gelu_erf()?,
+            };
+            return b.down.forward(&act, runs);
+        };
+        let [gate, up] = Linear::forward_group([gate, &b.up], h, runs)?;
+        let mlp = Tensor::from_vec(gated(activation, gate, &up)?, (n, self.config.intermediate_size), h.device())?;
+        b.down.forward(&mlp, runs)
     }
 
     /// The rotation of layer `layer`: windowed layers take the local base where there is one.
@@ -343,15 +393,17 @@ impl Model {
         cancel: Option<&AtomicBool>,
     ) -> Result<Tensor> {
         let cfg = &self.config;
-        let h = candle_nn::ops::rms_norm(x, &b.attn_norm, cfg.rms_norm_eps)?;
+        let h = self.normalize(x, &b.attn_norm, b.attn_norm_bias.as_ref())?;
         let [mut q, mut k, v] = Linear::forward_group([&b.q, &b.k, &b.v], &h, &step.runs)?;
         if let (Some(qn), Some(kn)) = (&b.q_norm, &b.k_norm) {
             q = norm_pieces(q, qn, cfg.head_dim, cfg.rms_norm_eps)?;
             k = norm_pieces(k, kn, cfg.head_dim, cfg.rms_norm_eps)?;
         }
-        let (rope, angles) = self.rope_for(layer, step);
-        rope.apply(&mut q, cfg.n_heads, angles);
-        rope.apply(&mut k, cfg.n_kv_heads, angles);
+        if !cfg.variant.learned_positions {
+            let (rope, angles) = self.rope_for(layer, step);
+            rope.apply(&mut q, cfg.n_heads, angles);
+            rope.apply(&mut k, cfg.n_kv_heads, angles);
+        }
         if let Some(s) = cfg.variant.query_scale {
             q.iter_mut().for_each(|x| *x *= s);
         }
@@ -365,9 +417,8 @@ impl Model {
         let attn = attention::attend(cache, layer, &step.slots, &q, &shape, cancel);
         let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
         let x = (x + post_norm(b.o.forward(&attn, &step.runs)?, b.post_attn_norm.as_ref(), cfg.rms_norm_eps)?)?;
-        let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, cfg.rms_norm_eps)?;
-        let [gate, up] = Linear::forward_group([&b.gate, &b.up], &h, &step.runs)?;
-        let mlp = Tensor::from_vec(gated(cfg.variant.activation, gate, &up), (step.slots.len(), cfg.intermediate_size), x.device())?;
-        Ok((x + post_norm(b.down.forward(&mlp, &step.runs)?, b.post_ffn_norm.as_ref(), cfg.rms_norm_eps)?)?)
+        let h = self.normalize(&x, &b.ffn_norm, b.ffn_norm_bias.as_ref())?;
+        let mlp = self.mlp(b, &h, &step.runs)?;
+        Ok((x + post_norm(mlp, b.post_ffn_norm.as_ref(), cfg.rms_norm_eps)?)?)
     }
 }

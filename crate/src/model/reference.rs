@@ -20,13 +20,14 @@ impl Model {
             Some(theta) => self.reference_rope_tables(tokens.len(), theta)?,
             None => global.clone(),
         };
-        let mut x = self.embed(tokens)?;
+        let positions: Vec<u32> = (0..tokens.len() as u32).collect();
+        let mut x = self.embed(tokens, &positions)?;
         for (layer, block) in self.blocks.iter().enumerate() {
             let window = self.config.variant.window(layer);
             let (cos, sin) = if window.is_some() { &local } else { &global };
             x = self.reference_block(block, &x, cos, sin, window)?;
         }
-        let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
+        let x = self.reference_norm(&x, &self.norm, self.norm_bias.as_ref())?;
         let logits = self.lm_head.forward_reference(&x)?;
         Ok(logits.flatten_all()?.to_vec1::<f32>()?)
     }
@@ -46,12 +47,26 @@ impl Model {
         Ok((angles.cos()?, angles.sin()?))
     }
 
+    /// RMSNorm, or candle's unfused LayerNorm (a zero bias where the model has none).
+    fn reference_norm(&self, x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let eps = self.config.rms_norm_eps;
+        if !self.config.variant.layer_norm {
+            return Ok(candle_nn::ops::rms_norm(x, weight, eps)?);
+        }
+        let bias = match bias {
+            Some(b) => b.clone(),
+            None => weight.zeros_like()?,
+        };
+        Ok(candle_nn::ops::layer_norm_slow(x, weight, &bias, eps)?)
+    }
+
     fn reference_block(&self, b: &Block<Linear>, x: &Tensor, cos: &Tensor, sin: &Tensor, window: Option<usize>) -> Result<Tensor> {
         let cfg = &self.config;
         let t = x.dim(0)?;
         let heads = |y: Tensor, n: usize| -> Result<Tensor> { Ok(y.reshape((1, t, n, cfg.head_dim))?.transpose(1, 2)?.contiguous()?) };
         let rope = |y: &Tensor| -> Result<Tensor> {
             Ok(match cfg.rope_style {
+                _ if cfg.variant.learned_positions => y.clone(),
                 RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(y, cos, sin)?,
                 RopeStyle::HalfSplit => candle_nn::rotary_emb::rope(y, cos, sin)?,
             })
@@ -65,7 +80,7 @@ impl Model {
             })
         };
         let post_norm = |y: Tensor, w: &Option<Tensor>| head_norm(y, w);
-        let h = candle_nn::ops::rms_norm(x, &b.attn_norm, eps)?;
+        let h = self.reference_norm(x, &b.attn_norm, b.attn_norm_bias.as_ref())?;
         let q = rope(&head_norm(heads(b.q.forward_reference(&h)?, cfg.n_heads)?, &b.q_norm)?)?;
         let q = (q * cfg.variant.query_scale.unwrap_or(1.0) as f64)?;
         let k = rope(&head_norm(heads(b.k.forward_reference(&h)?, cfg.n_kv_heads)?, &b.k_norm)?)?;
@@ -81,14 +96,20 @@ impl Model {
         let probs = candle_nn::ops::softmax(&scores.broadcast_add(&mask)?, D::Minus1)?;
         let attn = probs.matmul(&v)?.transpose(1, 2)?.reshape((t, cfg.q_dim()))?;
         let x = (x + post_norm(b.o.forward_reference(&attn)?, &b.post_attn_norm)?)?;
-        let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, eps)?;
-        let gate = b.gate.forward_reference(&h)?;
+        let h = self.reference_norm(&x, &b.ffn_norm, b.ffn_norm_bias.as_ref())?;
         // candle's `gelu` is the tanh approximation, Gemma's `gelu_pytorch_tanh`.
-        let gate = match cfg.variant.activation {
-            Activation::Silu => candle_nn::ops::silu(&gate)?,
-            Activation::GeluTanh => gate.gelu()?,
+        let act = |y: Tensor| -> Result<Tensor> {
+            Ok(match cfg.variant.activation {
+                Activation::Silu => candle_nn::ops::silu(&y)?,
+                Activation::GeluTanh => y.gelu()?,
+                Activation::GeluErf => y.gelu_erf()?,
+            })
         };
-        let mlp = (gate * b.up.forward_reference(&h)?)?;
+        let up = b.up.forward_reference(&h)?;
+        let mlp = match &b.gate {
+            Some(gate) => (act(gate.forward_reference(&h)?)? * up)?,
+            None => act(up)?,
+        };
         Ok((x + post_norm(b.down.forward_reference(&mlp)?, &b.post_ffn_norm)?)?)
     }
 }

@@ -109,12 +109,17 @@ pub struct TensorMap {
 
 impl TensorMap {
     pub fn read(path: &Path) -> Result<Self> {
+        Self::read_state_dict(path, None)
+    }
+
+    /// The state dict of a `.pt` file (under `key` where the pickle is a dict holding it, as
+    /// nanoGPT's `ckpt.pt` keeps it under "model"), or of a safetensors file.
+    pub fn read_state_dict(path: &Path, key: Option<&str>) -> Result<Self> {
         let is_pt = path.extension().is_some_and(|e| e == "pt");
-        let raw = if is_pt { read_pt(path) } else { read_safetensors(path) };
+        let raw = if is_pt { read_pt(path, key) } else { read_safetensors(path) };
         let advice = if is_pt { "a torch.save'd state_dict" } else { "a safetensors file" };
-        let raw = raw.map_err(|e| {
-            Error::corrupt(format!("{} is not a readable nanochat checkpoint ({}); expected {advice}", path.display(), e.message))
-        })?;
+        let raw =
+            raw.map_err(|e| Error::corrupt(format!("{} is not a readable checkpoint ({}); expected {advice}", path.display(), e.message)))?;
         let mut tensors = HashMap::with_capacity(raw.len());
         for (name, t) in raw {
             let t = t.to_dtype(DType::F32).map_err(|e| Error::corrupt(format!("{}: tensor '{name}': {e}", path.display())))?;
@@ -129,19 +134,20 @@ impl TensorMap {
         Ok(t.to_vec1::<f32>()?)
     }
 
+    /// Forgets the tensors a model has no use for by design (old buffers).
+    pub fn drop_where(&mut self, unused: impl Fn(&str) -> bool) {
+        self.tensors.retain(|name, _| !unused(name));
+    }
+
     /// Upstream loads strictly: a tensor the model did not take means the checkpoint comes from
-    /// a nanochat version with other parameters, which this code would silently mis-run.
-    pub fn ensure_all_used(&self) -> Result<()> {
+    /// another version of `model` with other parameters, which this code would silently mis-run.
+    pub fn ensure_all_used(&self, model: &str) -> Result<()> {
         let mut left: Vec<&str> = self.tensors.keys().map(String::as_str).collect();
         if left.is_empty() {
             return Ok(());
         }
         left.sort_unstable();
-        Err(Error::unsupported(format!(
-            "{} has tensors this nanochat model does not use ({}); it was written by another nanochat version (kvengine follows upstream 92d63d4)",
-            self.path.display(),
-            left.join(", ")
-        )))
+        Err(Error::unsupported(format!("{} has tensors {model} does not use ({})", self.path.display(), left.join(", "))))
     }
 }
 
@@ -159,10 +165,10 @@ impl WeightSource for TensorMap {
 /// candle's unpickler can panic on malformed archives; a panic becomes an error here. torch
 /// stores tensors uncompressed, so none can be larger than the file: checking that first keeps
 /// a corrupted shape from requesting an impossible allocation.
-fn read_pt(path: &Path) -> Result<Vec<(String, Tensor)>> {
+fn read_pt(path: &Path, key: Option<&str>) -> Result<Vec<(String, Tensor)>> {
     let file_len = std::fs::metadata(path)?.len();
     let read = || -> candle_core::Result<Vec<(String, Tensor)>> {
-        let pth = candle_core::pickle::PthTensors::new(path, None)?;
+        let pth = candle_core::pickle::PthTensors::new(path, key)?;
         let mut out = Vec::new();
         for (name, info) in pth.tensor_infos() {
             let bytes = info.layout.shape().dims().iter().try_fold(info.dtype.size_in_bytes() as u64, |acc, &d| acc.checked_mul(d as u64));

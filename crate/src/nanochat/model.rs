@@ -75,7 +75,9 @@ impl Weights {
             smear_lambda: scalar(src, "smear_lambda")?,
             backout_lambda: scalar(src, "backout_lambda")?,
         };
-        src.ensure_all_used()?;
+        src.ensure_all_used(
+            "this nanochat model, which follows upstream 92d63d4 (the checkpoint was written by another nanochat version)",
+        )?;
         progress(1.0);
         Ok(weights)
     }
