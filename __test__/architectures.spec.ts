@@ -33,6 +33,10 @@ interface ArchFixture {
  * from itself by up to 0.15 the same way (its batched prompt path against its one-token path,
  * same file, same ids: qwen3 0.148, phi3 0.128). */
 const TOLERANCE = { exact: 2e-3, quantized: 0.4 }
+/** GPT-2's F32 file: llama.cpp's CPU GELU reads a table of f16 values indexed by the input
+ * rounded to f16 (ggml-cpu/vec.h, GGML_GELU_FP16), a relative error near 1e-3 in every MLP
+ * activation; we compute GELU in f32 (we see 2.4e-3). */
+const GPT2_EXACT = 5e-3
 /** Where the greedy runs may split on a quantized file: llama.cpp's own logits for its token and
  * ours within this (we see 0.004 to 0.09). */
 const NEAR_TIE = 0.1
@@ -70,7 +74,7 @@ function logSumExp(row: Float32Array): number {
 for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32', 'tinyllama', 'gpt2']) {
   const fx = JSON.parse(readFileSync(join(root, '__test__', 'fixtures', `llamacpp-arch-${name}.json`), 'utf8')) as ArchFixture
   for (const file of fx.files) {
-    const tolerance = TOLERANCE[file.type === 'F32' ? 'exact' : 'quantized']
+    const tolerance = file.type !== 'F32' ? TOLERANCE.quantized : name === 'gpt2' ? GPT2_EXACT : TOLERANCE.exact
     test.serial(`${name} (${file.type}): logits within ${tolerance} of llama.cpp on the last 64 prompt rows and 31 decode rows; ${file.type === 'F32' ? '32 greedy tokens equal' : REENCODED.has(file.type) ? 'greedy agreement logged' : 'greedy tokens equal up to a near-tie'}`, async (t) => {
       const path = file.type === 'F32' ? makeArchModel(name, modelPath('Q4_1')) : archModelPath(name, file.type)
       if (!existsSync(path)) {

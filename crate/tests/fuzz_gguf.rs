@@ -1,6 +1,6 @@
 //! Deterministic fuzzing of the GGUF loader: the tiny model's GGUF file (F32, Q8_0, Q5_0, Q4_K,
-//! with tied embeddings, and relabelled as Qwen3, Phi-3 and Gemma 3 with their extra or fused
-//! tensors), mutated (byte flips concentrated in the header, metadata and tensor infos,
+//! with tied embeddings, and relabelled as Qwen3, Phi-3, Gemma 3 and GPT-2 with their extra or
+//! fused tensors), mutated (byte flips concentrated in the header, metadata and tensor infos,
 //! count/length/dim/offset fields set to extreme values, truncations, duplicated and deleted
 //! regions), then loaded with `kvengine::load`. The rules every mutant must follow are in
 //! `fuzz/mod.rs`.
@@ -31,7 +31,8 @@ fn gguf_base(m: &TinyModel, dtype: GgmlDType) -> Vec<u8> {
 }
 
 /// The tiny model relabelled as another family: its `llama.*` keys under that family's name and
-/// the tensors the family adds (QK norms, Gemma's post-norms) or fuses (Phi-3's QKV and gate/up),
+/// the tensors the family adds (QK norms, Gemma's post-norms, GPT-2's positions and biases) or
+/// fuses (Phi-3's QKV and gate/up, GPT-2's QKV) or drops (GPT-2's gate),
 /// so mutants reach each family's loading code. Weights stay the tiny model's: only loading and
 /// one forward pass are judged here, not the logits.
 fn family_base(m: &TinyModel, arch: &str) -> Vec<u8> {
@@ -50,10 +51,24 @@ fn family_base(m: &TinyModel, arch: &str) -> Vec<u8> {
     let s = &m.spec;
     let ones = |n: usize| QTensor::quantize(&Tensor::ones(n, DType::F32, &Device::Cpu).unwrap(), GgmlDType::F32).unwrap();
     let mut tensors = m.gguf_tensors_with(GgmlDType::F32, false);
+    let vector = |n: usize| QTensor::quantize(&(Tensor::ones(n, DType::F32, &Device::Cpu).unwrap() * 0.01).unwrap(), GgmlDType::F32).unwrap();
+    if arch == "gpt2" {
+        let table = Tensor::ones((s.context, s.hidden), DType::F32, &Device::Cpu).unwrap();
+        tensors.push(("position_embd.weight".into(), QTensor::quantize(&(table * 0.01).unwrap(), GgmlDType::F32).unwrap()));
+        tensors.push(("output_norm.bias".into(), vector(s.hidden)));
+    }
     for layer in 0..s.n_layers {
         if arch == "phi3" {
             fuse(&mut tensors, layer, &["attn_q", "attn_k", "attn_v"], "attn_qkv");
             fuse(&mut tensors, layer, &["ffn_gate", "ffn_up"], "ffn_up");
+        }
+        if arch == "gpt2" {
+            fuse(&mut tensors, layer, &["attn_q", "attn_k", "attn_v"], "attn_qkv");
+            tensors.retain(|(n, _)| *n != format!("blk.{layer}.ffn_gate.weight"));
+            let qkv = (s.n_heads + 2 * s.n_kv_heads) * s.head_dim;
+            let biases = [("attn_qkv", qkv), ("attn_output", s.hidden), ("ffn_up", s.ffn), ("ffn_down", s.hidden)];
+            let norms = [("attn_norm", s.hidden), ("ffn_norm", s.hidden)];
+            tensors.extend(biases.iter().chain(&norms).map(|&(name, n)| (format!("blk.{layer}.{name}.bias"), vector(n))));
         }
         let norms: &[(&str, usize)] = match arch {
             "qwen3" => &[("attn_q_norm", s.head_dim), ("attn_k_norm", s.head_dim)],
@@ -101,6 +116,7 @@ fn fuzz_gguf_headers() {
         ("qwen3".into(), family_base(&tiny, "qwen3")),
         ("phi3".into(), family_base(&tiny, "phi3")),
         ("gemma3".into(), family_base(&tied, "gemma3")),
+        ("gpt2".into(), family_base(&tiny, "gpt2")),
     ];
     let layouts: Vec<GgufLayout> = bases.iter().map(|(_, b)| walk_gguf(b)).collect();
     for ((name, b), l) in bases.iter().zip(&layouts) {
