@@ -10,10 +10,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-
-use candle_core::pickle::{Object, Stack};
 
 use crate::config::{Activation, Architecture, BlockVariant, ModelConfig, RopeStyle};
 use crate::error::{Error, ErrorKind, Result};
@@ -49,37 +46,40 @@ impl Header {
                 path.display()
             ))
         };
-        let entries = match read_top_pickle(path).map_err(|e| not_ours(e.message))? {
-            Object::Dict(entries) => entries,
-            _ => return Err(not_ours("its pickle is not a dict".into())),
-        };
-        let field = |key: &str| entries.iter().find(|(k, _)| *k == Object::Unicode(key.into())).map(|(_, v)| v);
-        let Some(Object::Dict(args)) = field("model_args") else {
-            return Err(not_ours("it has no model_args dict".into()));
-        };
-        let dataset = match field("config") {
-            Some(Object::Dict(config)) => {
-                config.iter().find(|(k, _)| *k == Object::Unicode("dataset".into())).and_then(|(_, v)| v.clone().unicode().ok())
-            }
+        let top = read_pickles(path).map_err(|e| not_ours(e.message))?;
+        let args =
+            field(&top, "model_args").filter(|v| v.as_dict().is_some()).ok_or_else(|| not_ours("it has no model_args dict".into()))?;
+        let dataset = match field(&top, "config").and_then(|c| field(c, "dataset")) {
+            Some(Value::Str(name)) => Some(name.clone()),
             _ => None,
         };
         Ok(Self { config: resolve(args).map_err(|e| not_ours(e.message))?, dataset })
     }
 }
 
+/// The value under the string key `key` of a pickled dict.
+fn field<'v>(dict: &'v Value, key: &str) -> Option<&'v Value> {
+    dict.as_dict()?.find(|(k, _)| matches!(k, Value::Str(s) if s == key)).map(|(_, v)| v)
+}
+
 /// `model_args` as the runtime config.
-fn resolve(args: &[(Object, Object)]) -> Result<ModelConfig> {
-    let arg = |key: &str| args.iter().find(|(k, _)| *k == Object::Unicode(key.into())).map(|(_, v)| v.clone());
+fn resolve(args: &Value) -> Result<ModelConfig> {
     let size = |key: &str| -> Result<usize> {
-        let n = arg(key).and_then(|v| v.int_or_long().ok()).ok_or_else(|| Error::corrupt(format!("model_args has no integer '{key}'")))?;
-        usize::try_from(n).map_err(|_| Error::corrupt(format!("model_args['{key}'] is {n}")))
+        match field(args, key) {
+            Some(Value::Int(n)) => usize::try_from(*n).map_err(|_| Error::corrupt(format!("model_args['{key}'] is {n}"))),
+            _ => Err(Error::corrupt(format!("model_args has no integer '{key}'"))),
+        }
     };
     let (n_embd, n_head) = (size("n_embd")?, size("n_head")?);
     if n_head == 0 || !n_embd.is_multiple_of(n_head) {
         return Err(Error::corrupt(format!("model_args n_embd {n_embd} is not a multiple of n_head {n_head}")));
     }
     // nanoGPT's default, for checkpoints from before it became an argument.
-    let bias = arg("bias").map(|v| v.bool()).transpose().map_err(|_| Error::corrupt("model_args['bias'] is not a bool"))?.unwrap_or(true);
+    let bias = match field(args, "bias") {
+        Some(Value::Bool(b)) => *b,
+        None => true,
+        Some(_) => return Err(Error::corrupt("model_args['bias'] is not a bool")),
+    };
     let config = ModelConfig {
         architecture: Architecture::Gpt2,
         vocab_size: size("vocab_size")?,
@@ -101,28 +101,30 @@ fn resolve(args: &[(Object, Object)]) -> Result<ModelConfig> {
     Ok(config)
 }
 
-/// The top-level object of the archive's `data.pkl`, through candle's unpickler (which knows
-/// torch's persistent tensor references); its panics on malformed input become errors.
-fn read_top_pickle(path: &Path) -> Result<Object> {
+/// The top-level object of the archive's `data.pkl`. Every `data.pkl` the archive holds goes
+/// through our own unpickler, which bounds what it allocates by the pickle's size: candle's, which
+/// reads the tensors afterwards, trusts length fields (one flipped byte asked it for 4 GB), so it
+/// only ever sees pickles ours accepted.
+fn read_pickles(path: &Path) -> Result<Value> {
     let file = std::fs::File::open(path)?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| Error::corrupt(format!("not a zip archive: {e}")))?;
-    let name = zip.file_names().filter_map(|n| n.ok()).find(|n| n.ends_with("/data.pkl") || n == "data.pkl").map(|n| n.into_owned());
-    let name = name.ok_or_else(|| Error::corrupt("the archive has no data.pkl"))?;
-    let member = zip.by_name(&name).map_err(|e| Error::corrupt(format!("cannot read {name}: {e}")))?;
-    if member.size() > MAX_PICKLE_BYTES {
-        return Err(Error::corrupt(format!("{name} is {} bytes", member.size())));
+    let names: Vec<String> = zip
+        .file_names()
+        .filter_map(|n| n.map(|n| n.ends_with("data.pkl").then(|| n.into_owned())).transpose())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::corrupt(format!("a member's name: {e}")))?;
+    let mut top = None;
+    for name in names {
+        let member = zip.by_name(&name).map_err(|e| Error::corrupt(format!("cannot read {name}: {e}")))?;
+        if member.size() > MAX_PICKLE_BYTES {
+            return Err(Error::corrupt(format!("{name} is {} bytes", member.size())));
+        }
+        let mut bytes = Vec::with_capacity(member.size() as usize);
+        member.take(MAX_PICKLE_BYTES).read_to_end(&mut bytes).map_err(|e| Error::corrupt(format!("cannot read {name}: {e}")))?;
+        let value = pickle::load(&bytes)?;
+        top.get_or_insert(value);
     }
-    let mut bytes = Vec::with_capacity(member.size() as usize);
-    member.take(MAX_PICKLE_BYTES).read_to_end(&mut bytes)?;
-    let parse = || -> candle_core::Result<Object> {
-        let mut stack = Stack::empty();
-        stack.read_loop(&mut bytes.as_slice())?;
-        stack.finalize()
-    };
-    match catch_unwind(AssertUnwindSafe(parse)) {
-        Ok(r) => r.map_err(|e| Error::corrupt(crate::error::candle_message(&e))),
-        Err(_) => Err(Error::corrupt("malformed pickle")),
-    }
+    top.ok_or_else(|| Error::corrupt("the archive has no data.pkl"))
 }
 
 /// The state dict under the GGUF names the model asks for.

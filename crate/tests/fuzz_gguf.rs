@@ -51,7 +51,8 @@ fn family_base(m: &TinyModel, arch: &str) -> Vec<u8> {
     let s = &m.spec;
     let ones = |n: usize| QTensor::quantize(&Tensor::ones(n, DType::F32, &Device::Cpu).unwrap(), GgmlDType::F32).unwrap();
     let mut tensors = m.gguf_tensors_with(GgmlDType::F32, false);
-    let vector = |n: usize| QTensor::quantize(&(Tensor::ones(n, DType::F32, &Device::Cpu).unwrap() * 0.01).unwrap(), GgmlDType::F32).unwrap();
+    let vector =
+        |n: usize| QTensor::quantize(&(Tensor::ones(n, DType::F32, &Device::Cpu).unwrap() * 0.01).unwrap(), GgmlDType::F32).unwrap();
     if arch == "gpt2" {
         let table = Tensor::ones((s.context, s.hidden), DType::F32, &Device::Cpu).unwrap();
         tensors.push(("position_embd.weight".into(), QTensor::quantize(&(table * 0.01).unwrap(), GgmlDType::F32).unwrap()));

@@ -32,7 +32,7 @@ fn members(archive: &[u8]) -> Vec<(String, Vec<u8>)> {
             let mut member = zip.by_index(i).unwrap();
             let mut bytes = Vec::new();
             member.read_to_end(&mut bytes).unwrap();
-            (member.name().to_owned(), bytes)
+            (member.name().unwrap().into_owned(), bytes)
         })
         .collect()
 }

@@ -1,9 +1,11 @@
 //! A small pickle reader for nanochat's `tokenizer.pkl`: a pickled tiktoken `Encoding`, whose
-//! state is `{name, pat_str, mergeable_ranks: {bytes: int}, special_tokens: {str: int}}`.
-//! candle's unpickler has no `bytes`, so this one covers the opcodes Python emits for plain
-//! data (protocols 2–5) and nothing that executes code. Hostile input cannot exhaust memory or
-//! the stack: nesting is capped and every copy out of the memo is charged to a budget
-//! proportional to the file's size.
+//! state is `{name, pat_str, mergeable_ranks: {bytes: int}, special_tokens: {str: int}}`; also
+//! for nanoGPT's `meta.pkl` and the `data.pkl` of its torch archives (crate::nanogpt), whose
+//! tensors are persistent references. candle's unpickler has no `bytes` and trusts length
+//! fields, so this one covers the opcodes Python emits for plain data (protocols 2–5) and
+//! nothing that executes code. Hostile input cannot exhaust memory or the stack: nesting is
+//! capped, every length is checked against the bytes left, and every copy out of the memo is
+//! charged to a budget proportional to the file's size.
 
 use std::collections::HashMap;
 
@@ -144,7 +146,12 @@ impl<'a> Machine<'a> {
         if kind == Kind::Dict && !items.len().is_multiple_of(2) {
             return Err(bad("odd number of dict items"));
         }
-        let target = self.pop()?;
+        let target = match self.pop()? {
+            // A dict subclass made by REDUCE and filled by SETITEMS (torch's state dicts are
+            // `OrderedDict`s): its items are what a reader wants, so it becomes a plain dict.
+            Value::Container(c) if c.kind == Kind::Object && kind == Kind::Dict && c.items.len() == 2 => container(Kind::Dict, Vec::new())?,
+            other => other,
+        };
         match target {
             // Updated in place: rebuilding the container per APPEND would make a long list
             // quadratic.
@@ -262,6 +269,12 @@ impl<'a> Machine<'a> {
                 let items = self.pop_mark()?;
                 self.extend(items, if op == b'e' { Kind::List } else { Kind::Dict })?
             }
+            // BINPERSID: a torch storage reference, recorded as an object of the reserved
+            // class `persistent_load`.
+            b'Q' => {
+                let id = self.pop()?;
+                self.stack.push(container(Kind::Object, vec![Value::Global(String::new(), "persistent_load".into()), id])?)
+            }
             // NEWOBJ, REDUCE: recorded as an object, never called.
             0x81 | b'R' => {
                 let (args, class) = (self.pop()?, self.pop()?);
@@ -290,6 +303,11 @@ impl<'a> Machine<'a> {
                 let mut items = c.items;
                 items.push(state);
                 self.stack.push(container(Kind::Object, items)?);
+                Ok(())
+            }
+            // Attributes of a dict subclass read as a dict (a state dict's `_metadata`): dropped.
+            dict @ Value::Container(_) if dict.as_dict().is_some() => {
+                self.stack.push(dict);
                 Ok(())
             }
             _ => Err(bad("BUILD on something that is not an object")),
