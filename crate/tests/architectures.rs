@@ -6,8 +6,13 @@
 //! one at a time after it. Phi-3's fused matrices reach both paths already split.
 //! Agreement with llama.cpp itself is __test__/architectures.spec.ts.
 
+mod common;
+
 use std::path::PathBuf;
 
+use candle_core::quantized::gguf_file::Content;
+use candle_core::Device;
+use common::{argmax, tempdir, write_json, write_safetensors, TinyModel};
 use kvengine::config::{Activation, Architecture, RopeStyle};
 use kvengine::{KvType, LoadedModel, LogitsFor};
 
@@ -117,4 +122,82 @@ fn llama3_rope_scaling_from_config_json_equals_the_gguf_divisors() {
     // Scaled at all: the lowest frequencies are divided by the full factor.
     assert_eq!(hf.rope_freq_factors[31], 32.0);
     assert_eq!(hf.rope_freq_factors[0], 1.0);
+}
+
+/// The random GGUF's weights as a Hugging Face directory: safetensors under Hugging Face's names
+/// (llama.cpp's converter leaves Qwen's Q/K rows as they are, so nothing is permuted), a
+/// config.json of the same shape, and the tiny model's tokenizer.json (the test feeds ids).
+fn hf_dir_of(name: &str, model_type: &str) -> tempfile::TempDir {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../models/random-{name}.F32.gguf"));
+    let mut file = std::fs::File::open(&path).expect("the random model (npm test writes it)");
+    let content = Content::read(&mut file).unwrap();
+    let c = load(name).model.config;
+    let tensors: Vec<(String, Vec<usize>, Vec<f32>)> = content
+        .tensor_infos
+        .keys()
+        .map(|gguf| {
+            let t = content.tensor(&mut file, gguf, &Device::Cpu).unwrap().dequantize(&Device::Cpu).unwrap();
+            (common::hf_name(gguf), t.dims().to_vec(), t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        })
+        .collect();
+    let dir = tempdir();
+    write_safetensors(&dir.path().join("model.safetensors"), &tensors);
+    let config = serde_json::json!({
+        "model_type": model_type, "vocab_size": c.vocab_size, "hidden_size": c.hidden_size,
+        "intermediate_size": c.intermediate_size, "num_hidden_layers": c.n_layers,
+        "num_attention_heads": c.n_heads, "num_key_value_heads": c.n_kv_heads, "head_dim": c.head_dim,
+        "rms_norm_eps": c.rms_norm_eps, "rope_theta": c.rope_theta, "max_position_embeddings": c.context_length,
+        "tie_word_embeddings": false,
+    });
+    write_json(&dir.path().join("config.json"), &config);
+    TinyModel::new(1).hf_tokenizer().save(dir.path().join("tokenizer.json"), false).unwrap();
+    dir
+}
+
+/// The Hugging Face directory of `name` against llama.cpp's F32 fixture for its GGUF
+/// (scripts/make-arch-fixtures.ts): the prompt's rows and the rows after each of llama.cpp's
+/// greedy tokens, on llama.cpp's top 8 logits and the log-sum-exp, and the greedy choices.
+fn hf_dir_matches_llama_cpp(name: &str, model_type: &str) {
+    let dir = hf_dir_of(name, model_type);
+    let m = kvengine::load(dir.path(), &mut |_| {}).unwrap_or_else(|e| panic!("load the {name} directory: {e}"));
+    assert_eq!(m.format, "safetensors");
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../__test__/fixtures/llamacpp-arch-{name}.json"));
+    let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let ids = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let (prompt, f32_file) = (ids(&fx["prompt"]), &fx["files"][0]);
+    assert_eq!((fx["rowsFrom"].as_u64(), f32_file["type"].as_str()), (Some(0), Some("F32")));
+    let greedy = ids(&f32_file["greedy"]);
+    let vocab = m.model.config.vocab_size;
+    let mut cache = m.model.new_cache_as(1, prompt.len() + greedy.len(), KvType::F32).unwrap();
+    let mut rows: Vec<Vec<f32>> =
+        m.model.forward(&[prompt.clone()], &mut cache, LogitsFor::All, None).unwrap().logits.chunks(vocab).map(<[f32]>::to_vec).collect();
+    for &t in &greedy[..greedy.len() - 1] {
+        rows.push(m.model.forward(&[vec![t]], &mut cache, LogitsFor::LastPerRow, None).unwrap().logits);
+    }
+    let reference = f32_file["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), reference.len());
+    let mut worst = 0f32;
+    for (row, r) in rows.iter().zip(reference) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let lse = max + row.iter().map(|v| (v - max).exp()).sum::<f32>().ln();
+        worst = worst.max((lse - r["lse"].as_f64().unwrap() as f32).abs());
+        for top in r["top"].as_array().unwrap() {
+            let (id, logit) = (top[0].as_u64().unwrap() as usize, top[1].as_f64().unwrap() as f32);
+            worst = worst.max((row[id] - logit).abs());
+        }
+    }
+    let ours: Vec<u32> = rows[prompt.len() - 1..].iter().map(|r| argmax(r) as u32).collect();
+    eprintln!("{name} from a Hugging Face directory: largest difference from llama.cpp {worst:.2e}");
+    assert!(worst < 2e-3, "{name}: {worst}");
+    assert_eq!(ours, greedy, "{name}: greedy choices");
+}
+
+#[test]
+fn qwen2_from_a_hugging_face_directory_matches_llama_cpp() {
+    hf_dir_matches_llama_cpp("qwen2", "qwen2");
+}
+
+#[test]
+fn qwen3_from_a_hugging_face_directory_matches_llama_cpp() {
+    hf_dir_matches_llama_cpp("qwen3", "qwen3");
 }

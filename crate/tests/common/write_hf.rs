@@ -98,7 +98,7 @@ impl TinyModel {
     }
 }
 
-/// GGUF tensor names to Hugging Face Llama names.
+/// GGUF tensor names to Hugging Face Llama/Qwen names (weights, biases, Qwen3's QK norms).
 pub fn hf_name(gguf: &str) -> String {
     match gguf {
         "token_embd.weight" => return "model.embed_tokens.weight".into(),
@@ -108,7 +108,7 @@ pub fn hf_name(gguf: &str) -> String {
     }
     let rest = gguf.strip_prefix("blk.").expect("block tensor");
     let (layer, tail) = rest.split_once('.').unwrap();
-    let module = tail.strip_suffix(".weight").unwrap();
+    let (module, kind) = tail.rsplit_once('.').unwrap();
     let hf = match module {
         "attn_norm" => "input_layernorm",
         "ffn_norm" => "post_attention_layernorm",
@@ -116,12 +116,14 @@ pub fn hf_name(gguf: &str) -> String {
         "attn_k" => "self_attn.k_proj",
         "attn_v" => "self_attn.v_proj",
         "attn_output" => "self_attn.o_proj",
+        "attn_q_norm" => "self_attn.q_norm",
+        "attn_k_norm" => "self_attn.k_norm",
         "ffn_gate" => "mlp.gate_proj",
         "ffn_up" => "mlp.up_proj",
         "ffn_down" => "mlp.down_proj",
         other => panic!("unknown module {other}"),
     };
-    format!("model.layers.{layer}.{hf}.weight")
+    format!("model.layers.{layer}.{hf}.{kind}")
 }
 
 pub fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) {
