@@ -114,3 +114,18 @@ for (const name of ['qwen2', 'qwen3', 'phi3', 'llama32', 'tinyllama', 'gpt2']) {
     })
   }
 }
+
+// nanoGPT's ckpt.pt through the Node API: the Engine's greedy run from the prompt is PyTorch's
+// (crate/tests/nanogpt.rs holds the logits comparison), and the character vocabulary refuses a
+// character it lacks with a typed error.
+test.serial('nanoGPT ckpt.pt: loads with its meta.pkl vocabulary and generates PyTorch\'s greedy tokens', async (t) => {
+  const dir = join(root, 'crate', 'tests', 'fixtures', 'nanogpt')
+  const expected = JSON.parse(readFileSync(join(dir, 'out-bias', 'expected.json'), 'utf8')) as { text: string; ids: number[]; greedy_prompt_ids: number[]; greedy_ids: number[] }
+  const model = await Model.load(join(dir, 'out-bias', 'ckpt.pt'))
+  t.is(model.info.architecture, 'gpt2')
+  t.deepEqual(model.tokenizer.encode(expected.text), expected.ids)
+  const [run] = await new Engine(model).generateBatch(expected.greedy_prompt_ids, { temperature: 0, maxTokens: expected.greedy_ids.length })
+  t.deepEqual(run.tokens, expected.greedy_ids)
+  t.throws(() => model.tokenizer.encode('Zoë'), { code: 'INVALID_ARGUMENT', message: /'ë' is not in this model's 65-character vocabulary/ })
+  model.dispose()
+})
