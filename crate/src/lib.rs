@@ -23,6 +23,7 @@ pub mod cpu_features;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod error;
+pub mod forward;
 pub mod gguf;
 pub mod kv_cache;
 pub mod kvattn;

@@ -2,15 +2,16 @@
 //! and RoPE kernels) for everything but attention, which is our KV-cache kernel over the GPU
 //! store. Weights are dequantized on the host once at load and kept in the compute dtype.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use candle_core::{DType, Device, Tensor};
 
 use crate::config::{ModelConfig, RopeStyle};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
+use crate::forward::{check_cancel, ForwardOutput, LogitsFor, ModelStats, PassPlan};
 use crate::kv_cache::KvCache;
 use crate::kvattn::{self, KvAttnParams, KvAttnPlan};
-use crate::model::{Block, BlockLoader, ForwardOutput, LogitsFor, ModelStats};
+use crate::model::{Block, BlockLoader};
 use crate::weights::WeightSource;
 
 struct Linear {
@@ -96,18 +97,18 @@ impl CudaModel {
 
     /// Same contract as `Model::forward`: row lengths advance only if the whole pass succeeds.
     pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
-        let vocab_size = self.config.vocab_size;
-        let new_lens = self.check(batch, cache)?;
-        let n: usize = new_lens.iter().sum();
-        if n == 0 {
-            return Ok(ForwardOutput { logits: Vec::new(), rows: Vec::new(), vocab_size });
+        if !cache.is_on_device() {
+            return Err(Error::invalid("this cache was created for a different model"));
         }
-        let needed = cache.seqlens().iter().zip(&new_lens).map(|(&s, &l)| s as usize + l).max().unwrap_or(0);
-        cache.ensure_capacity(needed)?;
+        let step = PassPlan::new(batch, cache, &self.config)?;
+        let n = step.n_tokens();
+        if n == 0 {
+            return Ok(ForwardOutput::empty(self.config.vocab_size));
+        }
         let store = cache.device_store().ok_or_else(|| Error::invalid("this KV cache lives on the CPU; create it from the CUDA model"))?;
-        self.stats.forward_calls.fetch_add(1, Ordering::Relaxed);
-        self.stats.tokens_processed.fetch_add(n as u64, Ordering::Relaxed);
+        self.stats.count_pass(n);
 
+        let new_lens: Vec<usize> = batch.iter().map(Vec::len).collect();
         let group = self.config.n_heads / self.config.n_kv_heads;
         let plan = KvAttnPlan::new(cache.seqlens(), &new_lens, cache.capacity(), group, &self.device)?;
         let pos = Tensor::new(plan.pos.as_slice(), &self.device)?;
@@ -116,51 +117,17 @@ impl CudaModel {
         let sin = self.rope_sin.index_select(&pos, 0)?.reshape((n, 1, half))?;
         let pass = Pass { plan, cos, sin };
 
-        let ids: Vec<u32> = batch.iter().flatten().copied().collect();
-        let mut x = self.embed.index_select(&Tensor::new(ids.as_slice(), &self.device)?, 0)?;
+        let mut x = self.embed.index_select(&Tensor::new(step.ids.as_slice(), &self.device)?, 0)?;
         for (layer, block) in self.blocks.iter().enumerate() {
-            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                return Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled"));
-            }
+            check_cancel(cancel)?;
             x = self.block_forward(block, layer, &x, &pass, (&store.k, &store.v))?;
         }
-        let (picked, rows) = pick(&pass.plan, which);
+        let (picked, rows) = step.logit_positions(which);
         let x = if picked.len() == n { x } else { x.index_select(&Tensor::new(picked.as_slice(), &self.device)?, 0)? };
         let x = candle_nn::ops::rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
         let logits = x.matmul(&self.lm_head.t()?)?.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-        let lens: Vec<usize> = cache.seqlens().iter().zip(&new_lens).map(|(&s, &l)| s as usize + l).collect();
-        for (row, len) in lens.into_iter().enumerate() {
-            cache.set_seqlen(row, len);
-        }
-        Ok(ForwardOutput { logits, rows, vocab_size })
-    }
-
-    fn check(&self, batch: &[Vec<u32>], cache: &KvCache) -> Result<Vec<usize>> {
-        if batch.len() != cache.batch() {
-            return Err(Error::invalid(format!("got token lists for {} rows but the cache has {} rows", batch.len(), cache.batch())));
-        }
-        if cache.n_layers() != self.config.n_layers || !cache.is_on_device() {
-            return Err(Error::invalid("this cache was created for a different model"));
-        }
-        for (row, tokens) in batch.iter().enumerate() {
-            if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
-                return Err(Error::invalid(format!(
-                    "token id {bad} in row {row} is out of range: the vocabulary has {} tokens",
-                    self.config.vocab_size
-                )));
-            }
-            let after = cache.seqlen(row) + tokens.len();
-            if after > self.config.context_length {
-                return Err(Error::new(
-                    ErrorKind::ContextOverflow,
-                    format!(
-                        "row {row} would hold {after} tokens but the model's context is {} tokens; shorten the prompt or lower maxTokens",
-                        self.config.context_length
-                    ),
-                ));
-            }
-        }
-        Ok(batch.iter().map(Vec::len).collect())
+        step.commit(cache);
+        Ok(ForwardOutput { logits, rows, vocab_size: self.config.vocab_size })
     }
 
     fn block_forward(
@@ -198,17 +165,6 @@ impl CudaModel {
         let mlp = (candle_nn::ops::silu(&gate.forward(&h)?)? * b.up.forward(&h)?)?;
         Ok((x + b.down.forward(&mlp)?)?)
     }
-}
-
-/// Packed indices that get logits, and the cache row of each.
-fn pick(plan: &KvAttnPlan, which: LogitsFor) -> (Vec<u32>, Vec<u32>) {
-    let n = plan.n_tokens();
-    let picked: Vec<u32> = match which {
-        LogitsFor::All => (0..n as u32).collect(),
-        LogitsFor::LastPerRow => (0..n).filter(|&i| i + 1 == n || plan.rows[i + 1] != plan.rows[i]).map(|i| i as u32).collect(),
-    };
-    let rows = picked.iter().map(|&i| plan.rows[i as usize]).collect();
-    (picked, rows)
 }
 
 /// The angles the CPU path uses (`crate::rope`), for every position of the context.

@@ -3,15 +3,17 @@
 //! Weights are immutable after `load`; everything a forward pass mutates lives in the `KvCache`
 //! the caller passes in, so one model serves any number of caches.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use candle_core::quantized::QMatMul;
 use candle_core::{Module, Tensor};
 use rayon::prelude::*;
 
-use crate::attention::{self, AttentionShape, TokenSlot};
+use crate::attention::{self, AttentionShape};
 use crate::config::{Activation, ModelConfig};
 use crate::error::{Error, ErrorKind, Result};
+use crate::forward::{check_cancel, PassPlan};
+pub use crate::forward::{ForwardOutput, LogitsFor, ModelStats};
 use crate::kv_cache::{KvCache, KvType};
 use crate::matmul::{Activations, QuantMatrix, RowRuns};
 use crate::rope::{Rope, RopeAngles};
@@ -143,40 +145,12 @@ fn post_norm(y: Tensor, norm: Option<&Tensor>, eps: f32) -> Result<Tensor> {
 
 /// Per-pass bookkeeping shared by every layer.
 struct Step {
-    slots: Vec<TokenSlot>,
-    /// (row, first packed index, token count, row length before this pass)
-    spans: Vec<(usize, usize, usize, usize)>,
+    plan: PassPlan,
     angles: RopeAngles,
     /// The same positions rotated with the windowed layers' base, where it differs.
     local_angles: Option<RopeAngles>,
     /// Each row's sequence decides its matmul road (see `RowRuns`).
     runs: RowRuns,
-}
-
-/// Which positions get logits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogitsFor {
-    /// The last new token of each row that received tokens: what sampling needs.
-    LastPerRow,
-    /// Every new token (for scoring and equivalence tests).
-    All,
-}
-
-pub struct ForwardOutput {
-    /// `(rows.len(), vocab)` row-major.
-    pub logits: Vec<f32>,
-    /// The cache row each logits row belongs to.
-    pub rows: Vec<u32>,
-    pub vocab_size: usize,
-}
-
-/// Counters that let tests and benchmarks see what the model actually did.
-#[derive(Debug, Default)]
-pub struct ModelStats {
-    pub forward_calls: AtomicU64,
-    pub tokens_processed: AtomicU64,
-    /// Wall time spent inside `forward`, in nanoseconds.
-    pub forward_nanos: AtomicU64,
 }
 
 pub struct Model {
@@ -238,32 +212,20 @@ impl Model {
     /// an error or a cancellation leaves the cache as it was.
     pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
         let step = self.plan(batch, cache)?;
-        let n = step.slots.len();
-        let vocab_size = self.config.vocab_size;
+        let n = step.plan.n_tokens();
         if n == 0 {
-            return Ok(ForwardOutput { logits: Vec::new(), rows: Vec::new(), vocab_size });
+            return Ok(ForwardOutput::empty(self.config.vocab_size));
         }
-        self.stats.forward_calls.fetch_add(1, Ordering::Relaxed);
-        self.stats.tokens_processed.fetch_add(n as u64, Ordering::Relaxed);
-
-        let ids: Vec<u32> = batch.iter().flatten().copied().collect();
-        let positions: Vec<u32> = step.slots.iter().map(|s| s.pos as u32).collect();
-        let mut x = self.embed(&ids, &positions)?;
-        let check_cancel = || match cancel {
-            Some(c) if c.load(Ordering::Relaxed) => Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")),
-            _ => Ok(()),
-        };
+        self.stats.count_pass(n);
+        let positions: Vec<u32> = step.plan.slots.iter().map(|s| s.pos as u32).collect();
+        let mut x = self.embed(&step.plan.ids, &positions)?;
         for (layer, block) in self.blocks.iter().enumerate() {
-            check_cancel()?;
+            check_cancel(cancel)?;
             x = self.block_forward(block, layer, &x, &step, cache, cancel)?;
         }
         // Also after the last layer: a cancelled attention left its output incomplete.
-        check_cancel()?;
-        let picked: Vec<u32> = match which {
-            LogitsFor::All => (0..n as u32).collect(),
-            LogitsFor::LastPerRow => step.spans.iter().map(|&(_, start, len, _)| (start + len - 1) as u32).collect(),
-        };
-        let rows: Vec<u32> = picked.iter().map(|&i| step.slots[i as usize].row as u32).collect();
+        check_cancel(cancel)?;
+        let (picked, rows) = step.plan.logit_positions(which);
         let x = if picked.len() == n { x } else { x.index_select(&Tensor::new(picked.as_slice(), x.device())?, 0)? };
         let x = self.normalize(&x, &self.norm, self.norm_bias.as_ref())?;
         // One picked row per sequence, or all of them: each keeps its sequence's road.
@@ -276,52 +238,17 @@ impl Model {
             }
         };
         let logits = self.lm_head.forward(&x, runs)?.flatten_all()?.to_vec1::<f32>()?;
-        for &(row, _, len, before) in &step.spans {
-            cache.set_seqlen(row, before + len);
-        }
-        Ok(ForwardOutput { logits, rows, vocab_size })
+        step.plan.commit(cache);
+        Ok(ForwardOutput { logits, rows, vocab_size: self.config.vocab_size })
     }
 
     fn plan(&self, batch: &[Vec<u32>], cache: &mut KvCache) -> Result<Step> {
-        if batch.len() != cache.batch() {
-            return Err(Error::invalid(format!("got token lists for {} rows but the cache has {} rows", batch.len(), cache.batch())));
-        }
-        if cache.n_layers() != self.config.n_layers {
-            return Err(Error::invalid("this cache was created for a different model"));
-        }
-        let (mut slots, mut spans, mut needed) = (Vec::new(), Vec::new(), 0);
-        for (row, tokens) in batch.iter().enumerate() {
-            if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
-                return Err(Error::invalid(format!(
-                    "token id {bad} in row {row} is out of range: the vocabulary has {} tokens",
-                    self.config.vocab_size
-                )));
-            }
-            if tokens.is_empty() {
-                continue;
-            }
-            let before = cache.seqlen(row);
-            let after = before + tokens.len();
-            if after > self.config.context_length {
-                return Err(Error::new(
-                    ErrorKind::ContextOverflow,
-                    format!(
-                        "row {row} would hold {after} tokens ({before} cached + {} new) but the model's context is {} tokens; shorten the prompt or lower maxTokens",
-                        tokens.len(),
-                        self.config.context_length
-                    ),
-                ));
-            }
-            spans.push((row, slots.len(), tokens.len(), before));
-            slots.extend((before..after).map(|pos| TokenSlot { row, pos }));
-            needed = needed.max(after);
-        }
-        cache.ensure_capacity(needed)?;
-        let positions: Vec<usize> = slots.iter().map(|s| s.pos).collect();
+        let plan = PassPlan::new(batch, cache, &self.config)?;
+        let positions = plan.positions();
         let angles = self.rope.angles(&positions);
         let local_angles = self.local_rope.as_ref().map(|r| r.angles(&positions));
-        let runs = RowRuns::for_sequences(spans.iter().map(|&(_, _, len, _)| len));
-        Ok(Step { slots, spans, angles, local_angles, runs })
+        let runs = RowRuns::for_sequences(plan.spans.iter().map(|s| s.len));
+        Ok(Step { plan, angles, local_angles, runs })
     }
 
     /// Token embeddings (scaled, for Gemma), plus the learned embedding of each position (GPT-2).
@@ -407,15 +334,11 @@ impl Model {
         if let Some(s) = cfg.variant.query_scale {
             q.iter_mut().for_each(|x| *x *= s);
         }
-        let kvd = cfg.kv_dim();
-        for &(row, start, len, before) in &step.spans {
-            let span = start * kvd..(start + len) * kvd;
-            cache.write(layer, row, before, &k[span.clone()], &v[span]);
-        }
+        step.plan.write_kv(cache, layer, &k, &v, cfg.kv_dim());
         let shape =
             AttentionShape { n_heads: cfg.n_heads, n_kv_heads: cfg.n_kv_heads, head_dim: cfg.head_dim, window: cfg.variant.window(layer) };
-        let attn = attention::attend(cache, layer, &step.slots, &q, &shape, cancel);
-        let attn = Tensor::from_vec(attn, (step.slots.len(), cfg.q_dim()), x.device())?;
+        let attn = attention::attend(cache, layer, &step.plan.slots, &q, &shape, cancel);
+        let attn = Tensor::from_vec(attn, (step.plan.n_tokens(), cfg.q_dim()), x.device())?;
         let x = (x + post_norm(b.o.forward(&attn, &step.runs)?, b.post_attn_norm.as_ref(), cfg.rms_norm_eps)?)?;
         let h = self.normalize(&x, &b.ffn_norm, b.ffn_norm_bias.as_ref())?;
         let mlp = self.mlp(b, &h, &step.runs)?;

@@ -15,14 +15,14 @@ mod reference;
 pub mod render;
 pub mod tiktoken;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use candle_core::{Device, Tensor};
 
-use crate::attention::{self, AttentionShape, TokenSlot};
-use crate::error::{Error, ErrorKind, Result};
+use crate::attention::{self, AttentionShape};
+use crate::error::{Error, Result};
+use crate::forward::{check_cancel, ForwardOutput, LogitsFor, ModelStats, PassPlan};
 use crate::kv_cache::{KvCache, KvType};
-use crate::model::{ForwardOutput, LogitsFor, ModelStats};
 use checkpoint::TensorMap;
 use config::{NanochatConfig, QK_SCALE};
 use model::{norm, Weights};
@@ -32,12 +32,6 @@ pub struct NanochatModel {
     weights: Weights,
     inv_freq: Vec<f32>,
     pub stats: ModelStats,
-}
-
-/// One pass's packed tokens: where each sits, and per row (row, first index, count, length before).
-struct Step {
-    slots: Vec<TokenSlot>,
-    spans: Vec<(usize, usize, usize, usize)>,
 }
 
 impl NanochatModel {
@@ -56,97 +50,60 @@ impl NanochatModel {
     pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
         let vocab_size = self.config.base.vocab_size;
         let step = self.plan(batch, cache)?;
-        let n = step.slots.len();
+        let n = step.n_tokens();
         if n == 0 {
-            return Ok(ForwardOutput { logits: Vec::new(), rows: Vec::new(), vocab_size });
+            return Ok(ForwardOutput::empty(vocab_size));
         }
-        self.stats.forward_calls.fetch_add(1, Ordering::Relaxed);
-        self.stats.tokens_processed.fetch_add(n as u64, Ordering::Relaxed);
-        let check_cancel = || match cancel {
-            Some(c) if c.load(Ordering::Relaxed) => Err(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")),
-            _ => Ok(()),
-        };
-        let ids: Vec<u32> = batch.iter().flatten().copied().collect();
+        self.stats.count_pass(n);
+        let ids = &step.ids;
         let ids_t = Tensor::new(ids.as_slice(), &Device::Cpu)?;
-        let x0 = self.smeared_embedding(&ids, &step, cache)?;
+        let x0 = self.smeared_embedding(ids, &step, cache)?;
         let mut x = x0.clone();
         let mut x_backout = None;
         for i in 0..self.config.base.n_layers {
-            check_cancel()?;
+            check_cancel(cancel)?;
             x = self.layer(i, &self.weights.mix(i, &x, &x0)?, &ids_t, &step, cache, cancel)?;
             if i == self.config.backout_layer {
                 x_backout = Some(x.clone());
             }
         }
-        check_cancel()?;
-        let picked: Vec<u32> = match which {
-            LogitsFor::All => (0..n as u32).collect(),
-            LogitsFor::LastPerRow => step.spans.iter().map(|&(_, start, len, _)| (start + len - 1) as u32).collect(),
-        };
-        let rows = picked.iter().map(|&i| step.slots[i as usize].row as u32).collect();
+        check_cancel(cancel)?;
+        let (picked, rows) = step.logit_positions(which);
         let picked = Tensor::new(picked.as_slice(), &Device::Cpu)?;
         let x_backout = x_backout.ok_or_else(|| Error::internal("backout layer out of range"))?;
         let logits = self.weights.head(&x.index_select(&picked, 0)?, &x_backout.index_select(&picked, 0)?, vocab_size)?;
         let logits = logits.flatten_all()?.to_vec1::<f32>()?;
-        for &(row, start, len, before) in &step.spans {
-            cache.set_seqlen(row, before + len);
-            cache.record(row, &ids[start..start + len]);
+        for span in &step.spans {
+            cache.record(span.row, &ids[span.of(1)]);
         }
+        step.commit(cache);
         Ok(ForwardOutput { logits, rows, vocab_size })
     }
 
-    fn plan(&self, batch: &[Vec<u32>], cache: &mut KvCache) -> Result<Step> {
-        let cfg = &self.config.base;
-        if batch.len() != cache.batch() {
-            return Err(Error::invalid(format!("got token lists for {} rows but the cache has {} rows", batch.len(), cache.batch())));
-        }
-        if cache.n_layers() != cfg.n_layers || cache.max_len() != cfg.context_length {
+    /// The shared checks, and nanochat's own: the cache spans its RoPE table, and every row holds
+    /// the token ids smear reads.
+    fn plan(&self, batch: &[Vec<u32>], cache: &mut KvCache) -> Result<PassPlan> {
+        if cache.max_len() != self.config.base.context_length {
             return Err(Error::invalid("this cache was created for a different model"));
         }
-        let (mut slots, mut spans, mut needed) = (Vec::new(), Vec::new(), 0);
-        for (row, tokens) in batch.iter().enumerate() {
-            if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
-                return Err(Error::invalid(format!(
-                    "token id {bad} in row {row} is out of range: the vocabulary has {} tokens",
-                    cfg.vocab_size
-                )));
-            }
-            if tokens.is_empty() {
-                continue;
-            }
-            let before = cache.seqlen(row);
-            if cache.history(row).len() != before {
-                return Err(Error::invalid(format!(
-                    "row {row} of this cache was filled without its token ids (by another model?); reset the row"
-                )));
-            }
-            let after = before + tokens.len();
-            if after > cfg.context_length {
-                return Err(Error::new(
-                    ErrorKind::ContextOverflow,
-                    format!(
-                        "row {row} would hold {after} tokens ({before} cached + {} new) but nanochat's RoPE table ends at {} positions",
-                        tokens.len(),
-                        cfg.context_length
-                    ),
-                ));
-            }
-            spans.push((row, slots.len(), tokens.len(), before));
-            slots.extend((before..after).map(|pos| TokenSlot { row, pos }));
-            needed = needed.max(after);
+        let plan = PassPlan::new(batch, cache, &self.config.base)?;
+        if let Some(span) = plan.spans.iter().find(|s| cache.history(s.row).len() != s.before) {
+            return Err(Error::invalid(format!(
+                "row {} of this cache was filled without its token ids (by another model?); reset the row",
+                span.row
+            )));
         }
-        cache.ensure_capacity(needed)?;
-        Ok(Step { slots, spans })
+        Ok(plan)
     }
 
     /// `norm(wte[id])` plus, for every token with a predecessor in its row (earlier in this
     /// chunk or the last cached token), the gated pre-smear embedding of that predecessor.
-    fn smeared_embedding(&self, ids: &[u32], step: &Step, cache: &KvCache) -> Result<Tensor> {
+    fn smeared_embedding(&self, ids: &[u32], step: &PassPlan, cache: &KvCache) -> Result<Tensor> {
         let n = ids.len();
         let (mut prev, mut has_prev) = (ids.to_vec(), vec![0f32; n]);
-        for &(row, start, len, before) in &step.spans {
-            for i in start..start + len {
-                let p = if i > start { Some(ids[i - 1]) } else { before.checked_sub(1).map(|b| cache.history(row)[b]) };
+        for span in &step.spans {
+            for i in span.of(1) {
+                let p = if i > span.start { Some(ids[i - 1]) } else { span.before.checked_sub(1).map(|b| cache.history(span.row)[b]) };
                 if let Some(p) = p {
                     (prev[i], has_prev[i]) = (p, 1.0);
                 }
@@ -157,21 +114,25 @@ impl NanochatModel {
         Ok((&x + self.weights.embed(&prev)?.broadcast_mul(&gate)?)?)
     }
 
-    fn layer(&self, i: usize, x: &Tensor, ids: &Tensor, step: &Step, cache: &mut KvCache, cancel: Option<&AtomicBool>) -> Result<Tensor> {
+    fn layer(
+        &self,
+        i: usize,
+        x: &Tensor,
+        ids: &Tensor,
+        step: &PassPlan,
+        cache: &mut KvCache,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Tensor> {
         let cfg = &self.config.base;
         let b = &self.weights.blocks[i];
         let (q, k, v) = self.weights.qkv(b, &norm(x)?, ids, cfg.n_kv_heads)?;
         let mut q = q.flatten_all()?.to_vec1::<f32>()?;
         let mut k = k.flatten_all()?.to_vec1::<f32>()?;
         let v = v.flatten_all()?.to_vec1::<f32>()?;
-        let positions: Vec<usize> = step.slots.iter().map(|s| s.pos).collect();
+        let positions = step.positions();
         self.rope_and_norm(&mut q, &positions);
         self.rope_and_norm(&mut k, &positions);
-        let kvd = cfg.kv_dim();
-        for &(row, start, len, before) in &step.spans {
-            let span = start * kvd..(start + len) * kvd;
-            cache.write(i, row, before, &k[span.clone()], &v[span]);
-        }
+        step.write_kv(cache, i, &k, &v, cfg.kv_dim());
         let shape = AttentionShape {
             n_heads: cfg.n_heads,
             n_kv_heads: cfg.n_kv_heads,
@@ -179,7 +140,7 @@ impl NanochatModel {
             window: Some(self.config.windows[i]),
         };
         let y = attention::attend(cache, i, &step.slots, &q, &shape, cancel);
-        let y = Tensor::from_vec(y, (step.slots.len(), cfg.q_dim()), &Device::Cpu)?;
+        let y = Tensor::from_vec(y, (step.n_tokens(), cfg.q_dim()), &Device::Cpu)?;
         let x = (x + candle_core::Module::forward(&b.c_proj, &y)?)?;
         self.weights.mlp(b, &x)
     }
