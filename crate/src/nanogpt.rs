@@ -23,7 +23,7 @@ use crate::weights::{Weight, WeightSource};
 const LAYER_NORM_EPS: f32 = 1e-5;
 /// The pickle of a checkpoint holds no tensor data, only their descriptions and the optimizer's
 /// structure; a larger one is not a checkpoint.
-const MAX_PICKLE_BYTES: u64 = 256 << 20;
+const MAX_PICKLE_BYTES: u64 = 64 << 20;
 
 /// Whether `path` is for this module: a `.pt` file that is not a nanochat `model_<step>.pt`.
 pub fn claims(path: &Path) -> bool {
