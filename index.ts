@@ -4,6 +4,8 @@ export type { ModelLoadOptions, ForwardOptions, ForwardResult } from './src/Mode
 export { KvCache } from './src/KvCache.js'
 export type { CacheOptions } from './src/CacheOptions.js'
 export { Engine } from './src/Engine.js'
+export type { ForwardModel } from './src/ForwardModel.js'
+export type { RowCache } from './src/RowCache.js'
 export { Tokenizer } from './src/Tokenizer.js'
 export type { EncodeOptions } from './src/Tokenizer.js'
 export { IncrementalDecoder } from './src/IncrementalDecoder.js'

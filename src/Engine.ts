@@ -1,12 +1,14 @@
 import { Candidates } from './Candidates.js'
 import type { FinishReason } from './FinishReason.js'
+import type { ForwardModel } from './ForwardModel.js'
 import type { GenerateOptions } from './GenerateOptions.js'
 import type { GenerateStep } from './GenerateStep.js'
 import type { GeneratedRow } from './GeneratedRow.js'
 import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
-import type { Model } from './Model.js'
+import { Model, type ForwardResult } from './Model.js'
 import { Rng } from './Rng.js'
+import type { RowCache } from './RowCache.js'
 import { RowState } from './RowState.js'
 import { Sampler } from './Sampler.js'
 import { calculator } from './calculator/calculator.js'
@@ -43,7 +45,7 @@ const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
 
 /** Callers' caches that a generation is running in: a second one there would feed its tokens
  * into the same rows, and both would read garbage. */
-const cachesInUse = new WeakSet<KvCache>()
+const cachesInUse = new WeakSet<RowCache>()
 
 /** A validated generation request: who the rows are and when each must stop. */
 interface Plan {
@@ -63,7 +65,7 @@ interface Plan {
 
 /** A decode call started before its steps were handed out: the rows it feeds, and its passes. */
 interface InFlightPass {
-  pass: ReturnType<Model['forward']>
+  pass: Promise<ForwardResult>
   fed: number[]
   passes: number
 }
@@ -87,6 +89,13 @@ function diverged(rows: RowState[], step: GenerateStep, last: LastCall, pass: nu
   return rows.some((s, r) => !s.completed && step.tokenColumn[r] !== ids[(pass * last.fedRows + last.logitRow[r]) * perRow])
 }
 
+/** Whether `value` has RowCache's methods: what can be checked of a cache whose class the Engine does not know. */
+function hasRowCacheMethods(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false
+  const { copyRow, truncateRow, dispose } = value as Partial<RowCache>
+  return [copyRow, truncateRow, dispose].every((method) => typeof method === 'function')
+}
+
 /** Adds one to each row that has a token in `step`. */
 function countTokens(step: GenerateStep, counts: Int32Array): void {
   step.tokenColumn.forEach((token, r) => token >= 0 && counts[r]++)
@@ -95,15 +104,16 @@ function countTokens(step: GenerateStep, counts: Int32Array): void {
 /**
  * KV-cached generation in the shape of nanochat's Engine: prefill each prompt once, copy its
  * cache row into every sample, then decode all rows together, one batched forward per step.
- * Sampling and per-row state live here; the forward pass is the Rust core.
+ * Sampling and per-row state live here; the forward pass is the model's (the Rust core, for a
+ * `Model`).
  */
-export class Engine {
-  readonly model: Model
+export class Engine<M extends ForwardModel = Model> {
+  readonly model: M
   /** Tools `GenerateOptions.tools` can name: `calculator` (nanochat's), plus any registered here. */
   readonly tools = new ToolRegistry().register('calculator', calculator)
   #nanochat: ReturnType<typeof nanochatDefaults> | undefined
 
-  constructor(model: Model) {
+  constructor(model: M) {
     this.model = model
   }
 
@@ -111,11 +121,11 @@ export class Engine {
    * Yields one `GenerateStep` per decode step until every row has finished. `prompt` is one
    * token list, or several (each gets `numSamples` rows, all decoded in the same batch).
    */
-  async *generate(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions = {}): AsyncGenerator<GenerateStep> {
+  async *generate(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions<ReturnType<M['createCache']>> = {}): AsyncGenerator<GenerateStep> {
     for await (const { step } of this.#run(prompt, options)) yield step
   }
 
-  async *#run(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions): AsyncGenerator<{ step: GenerateStep; states: RowState[] }> {
+  async *#run(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions<RowCache>): AsyncGenerator<{ step: GenerateStep; states: RowState[] }> {
     // 1) Validate everything before any work, so bad input costs nothing.
     const plan = this.#plan(prompt, options)
     const sampling = validateSamplingOptions(options)
@@ -276,7 +286,7 @@ export class Engine {
   }
 
   /** Cuts each row back to the tokens fed before its last counted one, where it holds more. */
-  #rewind(cache: KvCache, held: Int32Array, prefilled: Int32Array, counted: Int32Array): void {
+  #rewind(cache: RowCache, held: Int32Array, prefilled: Int32Array, counted: Int32Array): void {
     for (let r = 0; r < held.length; r++) {
       const keep = prefilled[r] + Math.max(counted[r] - 1, 0)
       if (held[r] > keep) cache.truncateRow(r, (held[r] = keep))
@@ -284,14 +294,14 @@ export class Engine {
   }
 
   /** Runs generation to the end and returns each row's tokens, masks, text and finish reason. */
-  async generateBatch(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions = {}): Promise<GeneratedRow[]> {
+  async generateBatch(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions<ReturnType<M['createCache']>> = {}): Promise<GeneratedRow[]> {
     let rows: RowState[] = []
     for await (const { states } of this.#run(prompt, options)) rows = states
     return rows.map((s) => ({ tokens: s.tokens, masks: s.masks, text: s.text, finishReason: s.finishReason ?? 'length' }))
   }
 
-  #plan(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions): Plan {
-    checkOptionKeys<GenerateOptions>(options, GENERATE_OPTIONS, 'generate()')
+  #plan(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions<RowCache>): Plan {
+    checkOptionKeys<GenerateOptions<RowCache>>(options, GENERATE_OPTIONS, 'generate()')
     checkSignal(options.signal)
     const { vocabSize, contextLength, eogTokens } = this.model.info
     const isList = Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] !== 'number'
@@ -345,7 +355,7 @@ export class Engine {
    * the caller's must have one row per prompt and sample and no other generation in it, and
    * either must fit (`#checkFits`). Returns the capacity a fresh one is made with.
    */
-  #checkCache(plan: Plan, options: GenerateOptions): number {
+  #checkCache(plan: Plan, options: GenerateOptions<RowCache>): number {
     const given = options.cache
     if (given === undefined) {
       const longest = Math.max(...plan.prompts.map((p) => p.length))
@@ -353,7 +363,7 @@ export class Engine {
       this.#checkFits(plan, options, capacity)
       return capacity
     }
-    if (!(given instanceof KvCache)) throw new KvEngineError('INVALID_ARGUMENT', 'cache must be a KvCache from model.createCache()')
+    this.#checkKind(given)
     if (given.batchSize !== plan.rowCount) {
       throw new KvEngineError(
         'INVALID_ARGUMENT',
@@ -367,8 +377,19 @@ export class Engine {
     return 0
   }
 
+  /**
+   * Refuses, before any work, a caller's cache the model cannot run. A Model runs KvCaches alone;
+   * another ForwardModel (a scripted one, in tests) is trusted with any object with RowCache's
+   * methods, since only its own `forward` knows its caches.
+   */
+  #checkKind(given: unknown): void {
+    const isModel = this.model instanceof Model
+    if (isModel ? given instanceof KvCache : hasRowCacheMethods(given)) return
+    throw new KvEngineError('INVALID_ARGUMENT', `cache must be ${isModel ? 'a KvCache' : 'a RowCache'} from model.createCache()`)
+  }
+
   /** The checked cache: a fresh one, or the caller's, which is this generation's alone until it ends. */
-  #takeCache(plan: Plan, given: KvCache | undefined, capacity: number): { cache: KvCache; owned: boolean } {
+  #takeCache(plan: Plan, given: RowCache | undefined, capacity: number): { cache: RowCache; owned: boolean } {
     if (given === undefined) return { cache: this.model.createCache(plan.rowCount, capacity), owned: true }
     cachesInUse.add(given)
     return { cache: given, owned: false }
@@ -379,7 +400,7 @@ export class Engine {
    * touching its memory: a row that would pass the model's context, or a cache too large
    * (`#checkMemory`). A fresh cache reserves `reserved` positions per row.
    */
-  #checkFits(plan: Plan, options: GenerateOptions, reserved: number, given?: KvCache): void {
+  #checkFits(plan: Plan, options: GenerateOptions<RowCache>, reserved: number, given?: RowCache): void {
     const { contextLength } = this.model.info
     // Prompt i continues row i × numSamples; its other samples' rows are overwritten with copies.
     const seqlens = given?.seqlens
@@ -405,7 +426,7 @@ export class Engine {
    * cache's capacity if more) must fit in it. Without, a fresh CPU cache's reservation must fit
    * in the memory the system has available: its pages are all touched at once.
    */
-  #checkMemory(plan: Plan, maxMemory: number | undefined, reach: number, reserved: number, given?: KvCache): void {
+  #checkMemory(plan: Plan, maxMemory: number | undefined, reach: number, reserved: number, given?: RowCache): void {
     if (maxMemory === undefined && (given || this.model.info.device !== 'cpu')) return
     const perPosition = this.model.cacheBytes(1, 1, { kvType: given?.kvType })
     const positions = maxMemory === undefined ? reserved : Math.max(reach, given?.capacity ?? 0)

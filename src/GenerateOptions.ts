@@ -1,8 +1,10 @@
 import type { KvCache } from './KvCache.js'
+import type { RowCache } from './RowCache.js'
 import type { SamplingOptions } from './SamplingOptions.js'
 import type { ToolUse } from './ToolUse.js'
 
-export interface GenerateOptions extends SamplingOptions {
+/** @typeParam C - The cache the Engine's model runs in: `KvCache` for a `Model`. */
+export interface GenerateOptions<C extends RowCache = KvCache> extends SamplingOptions {
   /** Completions per prompt. The prompt is prefilled once and its cache row copied. Default 1. */
   numSamples?: number
   /**
@@ -38,7 +40,7 @@ export interface GenerateOptions extends SamplingOptions {
    * iterator is closed), another given the same cache throws a KvEngineError('BUSY'). What the
    * rows already hold counts toward the model's context along with the prompt and `maxTokens`.
    */
-  cache?: KvCache
+  cache?: C
   /**
    * Greedy decode steps run natively per call into the engine (vLLM's multi-step scheduling):
    * when every live row decodes greedily with no forced tokens queued, the model feeds each row

@@ -23,9 +23,9 @@ const DELIMITERS = ['callStart', 'callEnd', 'outputStart', 'outputEnd'] as const
  */
 export class ToolRunner {
   readonly #byCallStart = new Map<number, Resolved>()
-  readonly #tokenizer: Tokenizer
+  readonly #tokenizer: Pick<Tokenizer, 'encode' | 'decode'>
 
-  constructor(uses: ToolUse[], registry: ToolRegistry, tokenizer: Tokenizer, vocabSize: number) {
+  constructor(uses: ToolUse[], registry: ToolRegistry, tokenizer: Pick<Tokenizer, 'encode' | 'decode'>, vocabSize: number) {
     if (!Array.isArray(uses)) throw new KvEngineError('INVALID_ARGUMENT', 'tools must be an array of { tool, delimiters } or false')
     this.#tokenizer = tokenizer
     for (const [i, use] of uses.entries()) {
@@ -66,7 +66,7 @@ export class ToolRunner {
   }
 }
 
-function resolveToken(delimiters: ToolDelimiters, key: (typeof DELIMITERS)[number], where: string, tokenizer: Tokenizer, vocabSize: number): number {
+function resolveToken(delimiters: ToolDelimiters, key: (typeof DELIMITERS)[number], where: string, tokenizer: Pick<Tokenizer, 'encode' | 'decode'>, vocabSize: number): number {
   const value: unknown = delimiters?.[key]
   if (typeof value === 'string') {
     const id = lookupToken(tokenizer, value)

@@ -13,7 +13,7 @@ interface NanochatDefaults {
 const NAMES = ['<|bos|>', '<|assistant_end|>', '<|python_start|>', '<|python_end|>', '<|output_start|>', '<|output_end|>'] as const
 
 /** nanochat's defaults when the vocabulary has all of its special tokens; null otherwise. */
-export function nanochatDefaults(tokenizer: Tokenizer): NanochatDefaults | null {
+export function nanochatDefaults(tokenizer: Pick<Tokenizer, 'encode' | 'decode'>): NanochatDefaults | null {
   const ids = NAMES.map((name) => lookupToken(tokenizer, name))
   if (ids.some((id) => id === undefined)) return null
   const [bos, assistantEnd, callStart, callEnd, outputStart, outputEnd] = ids as number[]
