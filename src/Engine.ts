@@ -209,15 +209,18 @@ export class Engine<M extends ForwardModel = Model> {
       throw err
     } finally {
       // The caller stopped early with a call in flight: let it finish (freeing the cache would
-      // wait for it on this thread), then take out of a kept cache what the caller has not seen fed.
+      // wait for it on this thread).
       if (inFlight) {
         const landed = await inFlight.pass.then(
           () => true,
           () => false, // a failed call leaves the cache as it was
         )
         if (landed) for (const r of inFlight.fed) held[r] += inFlight.passes
-        if (!owned) this.#rewind(cache, held, prefilled, seen)
       }
+      // Then take out of a kept cache what the caller has not seen fed, however the generation
+      // ended: an abort thrown after a call landed has nothing in flight, but that call's
+      // tokens are in the cache all the same.
+      if (!owned) this.#rewind(cache, held, prefilled, seen)
       if (owned) cache.dispose()
       else cachesInUse.delete(cache)
     }
