@@ -15,7 +15,7 @@ import { calculator } from './calculator/calculator.js'
 import { checkInteger, show } from './checkInteger.js'
 import { checkOptionKeys, checkSignal } from './checkOptionKeys.js'
 import { formatBytes } from './formatBytes.js'
-import { nanochatDefaults } from './nanochatDefaults.js'
+import { generationDefaults, type GenerationDefaults } from './generationDefaults.js'
 import { toTokenIds } from './toTokenIds.js'
 import { ToolRegistry } from './ToolRegistry.js'
 import { ToolRunner } from './ToolRunner.js'
@@ -56,7 +56,7 @@ interface Plan {
   maxTokens: number
   /** Positions reserved in a fresh cache beyond the prompt: `maxTokens` when it was given. */
   reserve: number
-  stopTokens: Set<number>
+  stopTokens: ReadonlySet<number>
   /** The tool uses in force, or null when tools are off. */
   tools: ToolRunner | null
   /** Greedy passes per call into the engine. */
@@ -111,7 +111,7 @@ export class Engine<M extends ForwardModel = Model> {
   readonly model: M
   /** Tools `GenerateOptions.tools` can name: `calculator` (nanochat's), plus any registered here. */
   readonly tools = new ToolRegistry().register('calculator', calculator)
-  #nanochat: ReturnType<typeof nanochatDefaults> | undefined
+  #generationDefaults: GenerationDefaults | undefined
 
   constructor(model: M) {
     this.model = model
@@ -253,15 +253,8 @@ export class Engine<M extends ForwardModel = Model> {
         step.finished.push(null)
         continue
       }
-      // A forced token overrides the row's sample, so the sample is not even drawn.
-      const forced = state.takeForced()
-      const row = firstRow + last.logitRow[r]
-      const token = forced >= 0 ? forced : state.sampler.sample(last.logits, row * vocab, vocab, last.candidates, row)
-      const mask = forced >= 0 ? 0 : 1
-      let text = state.accept(token, mask, plan.stopTokens.has(token))
-      if (!state.completed && (state.tokens.length >= plan.maxTokens || prefilled[r] + state.tokens.length >= this.model.info.contextLength)) {
-        text += state.finish('length')
-      }
+      const limit = Math.min(plan.maxTokens, this.model.info.contextLength - prefilled[r])
+      const { token, mask, text } = state.takeToken(last, firstRow + last.logitRow[r], vocab, plan.stopTokens, limit)
       step.tokenColumn.push(token)
       step.tokenMasks.push(mask)
       step.text.push(text)
@@ -306,7 +299,7 @@ export class Engine<M extends ForwardModel = Model> {
   #plan(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions<RowCache>): Plan {
     checkOptionKeys<GenerateOptions<RowCache>>(options, GENERATE_OPTIONS, 'generate()')
     checkSignal(options.signal)
-    const { vocabSize, contextLength, eogTokens } = this.model.info
+    const { vocabSize, contextLength } = this.model.info
     const isList = Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] !== 'number'
     const lists = (isList ? prompt : [prompt]) as ArrayLike<number>[]
     checkInteger('the number of prompts', lists.length, 1, MAX_ROWS)
@@ -328,7 +321,7 @@ export class Engine<M extends ForwardModel = Model> {
     if (options.stop !== undefined && (!Array.isArray(options.stop) || options.stop.some((s) => typeof s !== 'string'))) {
       throw new KvEngineError('INVALID_ARGUMENT', 'stop must be an array of strings')
     }
-    const stopTokens = new Set(options.stopTokens ? toTokenIds(options.stopTokens, vocabSize, 'stopTokens') : [...eogTokens, ...(this.#nanochatDefaults()?.stopTokens ?? [])])
+    const stopTokens = options.stopTokens ? new Set(toTokenIds(options.stopTokens, vocabSize, 'stopTokens')) : this.#defaults().stopTokens
     // A cache's pages are resident from the start, so an unbounded generation reserves one growth
     // step, not the whole context; the cache grows if the generation runs on.
     const reserve = options.maxTokens ?? Math.min(maxTokens, DEFAULT_RESERVE)
@@ -343,15 +336,16 @@ export class Engine<M extends ForwardModel = Model> {
 
   /** Tools are on by default only for nanochat's vocabulary, whose models were taught the calculator. */
   #toolRunner(tools: GenerateOptions['tools']): ToolRunner | null {
-    const uses = tools === undefined ? (this.#nanochatDefaults()?.tools ?? []) : tools === false ? [] : tools
+    const uses = tools === undefined ? this.#defaults().tools : tools === false ? [] : tools
     const runner = new ToolRunner(uses, this.tools, this.model.tokenizer, this.model.info.vocabSize)
     return runner.size > 0 ? runner : null
   }
 
-  #nanochatDefaults(): ReturnType<typeof nanochatDefaults> {
-    if (this.#nanochat === undefined) this.#nanochat = nanochatDefaults(this.model.tokenizer)
-    return this.#nanochat
+  #defaults(): GenerationDefaults {
+    this.#generationDefaults ??= generationDefaults(this.model)
+    return this.#generationDefaults
   }
+
 
   /**
    * Checks the cache the generation would run in, a fresh one or the caller's, before any work:

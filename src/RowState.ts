@@ -1,3 +1,4 @@
+import type { Candidates } from './Candidates.js'
 import type { FinishReason } from './FinishReason.js'
 import type { IncrementalDecoder } from './IncrementalDecoder.js'
 import type { Sampler } from './Sampler.js'
@@ -55,6 +56,23 @@ export class RowState {
     const token = this.#forced[this.#forcedHead++]
     if (this.#forcedHead === this.#forced.length) this.#forced.length = this.#forcedHead = 0
     return token
+  }
+
+  /**
+   * The row's decode step, the one place a row takes a token (the Engine and the server's batch
+   * loop both call it): the token a tool's answer forces, else a sample from row `row` of a
+   * pass's `logits` (`vocab` wide) or `candidates`; accepted, and the row finished at a stop
+   * token or once it holds `lengthLimit` tokens. Returns the token, its mask (0 forced, 1
+   * sampled) and the text it completes.
+   */
+  takeToken(pass: { logits: Float32Array; candidates?: Candidates }, row: number, vocab: number, stopTokens: ReadonlySet<number>, lengthLimit: number): { token: number; mask: number; text: string } {
+    // A forced token overrides the row's sample, so the sample is not even drawn.
+    const forced = this.takeForced()
+    const token = forced >= 0 ? forced : this.sampler.sample(pass.logits, row * vocab, vocab, pass.candidates, row)
+    const mask = forced >= 0 ? 0 : 1
+    let text = this.accept(token, mask, stopTokens.has(token))
+    if (!this.completed && this.tokens.length >= lengthLimit) text += this.finish('length')
+    return { token, mask, text }
   }
 
   /** Records a token (mask 1 sampled, 0 forced): returns the text it completes (stop strings withheld). */

@@ -1,7 +1,7 @@
 import { calculator } from '../calculator/calculator.js'
 import { KvEngineError } from '../KvEngineError.js'
 import type { ForwardResult, Model } from '../Model.js'
-import { nanochatDefaults } from '../nanochatDefaults.js'
+import { generationDefaults } from '../generationDefaults.js'
 import { Rng } from '../Rng.js'
 import { RowState } from '../RowState.js'
 import { Sampler } from '../Sampler.js'
@@ -64,7 +64,7 @@ export class BatchLoop {
   readonly #scheduler: Scheduler
   readonly #metrics: Metrics
   readonly #prefillChunk: number
-  readonly #stopTokens: Set<number>
+  readonly #stopTokens: ReadonlySet<number>
   /** nanochat's calculator for a model with nanochat's vocabulary (as the Engine defaults); null otherwise. */
   readonly #tools: ToolRunner | null
   /** Every step's logits land here: nothing per step for the garbage collector. */
@@ -85,10 +85,10 @@ export class BatchLoop {
     this.#metrics = metrics
     this.#prefillChunk = prefillChunk
     this.#logits = new Float32Array(scheduler.cache.batchSize * model.info.vocabSize)
-    const nanochat = nanochatDefaults(model.tokenizer)
-    this.#stopTokens = new Set([...model.info.eogTokens, ...(nanochat?.stopTokens ?? [])])
+    const defaults = generationDefaults(model)
+    this.#stopTokens = defaults.stopTokens
     const registry = new ToolRegistry().register('calculator', calculator)
-    this.#tools = nanochat ? new ToolRunner(nanochat.tools, registry, model.tokenizer, model.info.vocabSize) : null
+    this.#tools = defaults.tools.length > 0 ? new ToolRunner(defaults.tools, registry, model.tokenizer, model.info.vocabSize) : null
     this.#finished = this.#run()
   }
 
@@ -244,17 +244,13 @@ export class BatchLoop {
    * One token for each unfinished choice of `a`: a tool answer's forced token if one is queued
    * (streamed as text like any other), else a sample. Ends the job when its last choice finishes.
    */
-  #sample(a: Active, { logits, candidates }: ForwardResult, logitRow: Int32Array, now: number): void {
+  #sample(a: Active, pass: ForwardResult, logitRow: Int32Array, now: number): void {
     const { job } = a
     const vocab = this.#model.info.vocabSize
     for (const [i, state] of a.states.entries()) {
       if (state.completed) continue
-      const forced = state.takeForced()
-      const row = logitRow[a.rows[i]]
-      const token = forced >= 0 ? forced : state.sampler.sample(logits, row * vocab, vocab, candidates, row)
       const before = state.tokens.length
-      let text = state.accept(token, forced >= 0 ? 0 : 1, this.#stopTokens.has(token))
-      if (!state.completed && state.tokens.length >= job.maxTokens) text += state.finish('length')
+      const { token, text } = state.takeToken(pass, logitRow[a.rows[i]], vocab, this.#stopTokens, job.maxTokens)
       this.#metrics.generatedTokens += state.tokens.length - before
       if (text) job.sink.text(i, text)
       if (state.finishReason) job.sink.finish(i, state.finishReason)
