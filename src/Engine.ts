@@ -1,3 +1,4 @@
+import { BurstLedger } from './BurstLedger.js'
 import { Candidates } from './Candidates.js'
 import type { FinishReason } from './FinishReason.js'
 import type { ForwardModel } from './ForwardModel.js'
@@ -83,22 +84,11 @@ interface LastCall {
 const DEFAULT_MULTI_STEP = 4
 const MAX_MULTI_STEP = 64
 
-/** Whether a live row took a token other than the top candidate of `pass`, which the model fed it next. */
-function diverged(rows: RowState[], step: GenerateStep, last: LastCall, pass: number): boolean {
-  const { ids, perRow } = last.candidates as Candidates // a burst always decodes from candidates
-  return rows.some((s, r) => !s.completed && step.tokenColumn[r] !== ids[(pass * last.fedRows + last.logitRow[r]) * perRow])
-}
-
 /** Whether `value` has RowCache's methods: what can be checked of a cache whose class the Engine does not know. */
 function hasRowCacheMethods(value: unknown): boolean {
   if (typeof value !== 'object' || value === null) return false
   const { copyRow, truncateRow, dispose } = value as Partial<RowCache>
   return [copyRow, truncateRow, dispose].every((method) => typeof method === 'function')
-}
-
-/** Adds one to each row that has a token in `step`. */
-function countTokens(step: GenerateStep, counts: Int32Array): void {
-  step.tokenColumn.forEach((token, r) => token >= 0 && counts[r]++)
 }
 
 /**
@@ -147,12 +137,7 @@ export class Engine<M extends ForwardModel = Model> {
       wanted > 0
         ? { signal: options.signal, candidates: wanted, logits: false, candidatesInto: new Candidates(new Uint32Array(picks), new Float32Array(picks), perRow) }
         : { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
-    // Each row's length is tracked here, not fetched: what the prefill left, what the cache
-    // holds now, and how many tokens were taken and handed out.
-    const prefilled = new Int32Array(rowCount)
-    const held = new Int32Array(rowCount)
-    const consumed = new Int32Array(rowCount)
-    const seen = new Int32Array(rowCount)
+    const lengths = new BurstLedger(rowCount)
     let inFlight: InFlightPass | undefined
     // Last, so that nothing between taking the cache and the `finally` that gives it back can throw.
     const { cache, owned } = this.#takeCache(plan, options.cache, capacity)
@@ -170,21 +155,19 @@ export class Engine<M extends ForwardModel = Model> {
       const locate = (forRows: Uint32Array) => forRows.forEach((row, i) => (logitRow[row] = i))
       locate(logitRows)
       for (let r = 0; r < rowCount; r++) logitRow[r] = logitRow[r - (r % plan.numSamples)]
-      prefilled.set(cache.seqlens)
-      held.set(prefilled)
+      lengths.prefilledTo(cache.seqlens)
       // 4) Decode: every live row takes its forced token or a sample, once per pass of the last
       //    call (greedy rows run several passes per call, see `multiStep`). The tokens go back
       //    into the model before the steps are handed out, so the caller's work overlaps the call.
       let passes = 1
       for (;;) {
         this.#throwIfAborted(options.signal)
-        const steps = this.#takeSteps(rows, plan, prefilled, { logits, logitRow, candidates, fedRows: logitRows.length, passes })
-        for (const step of steps) countTokens(step, consumed)
+        const steps = this.#takeSteps(rows, plan, lengths, { logits, logitRow, candidates, fedRows: logitRows.length, passes })
         // A row that stopped, or took a forced token, inside a burst had passes past it.
-        this.#rewind(cache, held, prefilled, consumed)
+        lengths.take(steps, cache)
         const fed = rows.flatMap((s, r) => (s.completed ? [] : [r]))
         if (fed.length > 0) {
-          passes = multiStep > 1 ? this.#passesFor(rows, plan, held, multiStep) : 1
+          passes = multiStep > 1 ? lengths.passesFor(rows, plan.maxTokens, this.model.info.contextLength, multiStep) : 1
           const next = rows.map((s, r) => (s.completed ? [] : [steps[steps.length - 1].tokenColumn[r]]))
           const pass = this.model.forward(cache, next, passes > 1 ? { ...forwardOptions, greedySteps: passes } : forwardOptions)
           // Handled here as well, so a pass that fails while the caller holds the step is no
@@ -194,14 +177,14 @@ export class Engine<M extends ForwardModel = Model> {
         }
         for (const step of steps) {
           this.#throwIfAborted(options.signal)
-          countTokens(step, seen)
+          lengths.handOut(step)
           yield { step, states: rows }
         }
         if (!inFlight) return
         const call = inFlight
         inFlight = undefined
         ;({ logits, rows: logitRows, candidates } = await call.pass)
-        for (const r of call.fed) held[r] += call.passes
+        lengths.landed(call.fed, call.passes)
         locate(logitRows)
       }
     } catch (err) {
@@ -215,12 +198,12 @@ export class Engine<M extends ForwardModel = Model> {
           () => true,
           () => false, // a failed call leaves the cache as it was
         )
-        if (landed) for (const r of inFlight.fed) held[r] += inFlight.passes
+        if (landed) lengths.landed(inFlight.fed, inFlight.passes)
       }
       // Then take out of a kept cache what the caller has not seen fed, however the generation
       // ended: an abort thrown after a call landed has nothing in flight, but that call's
       // tokens are in the cache all the same.
-      if (!owned) this.#rewind(cache, held, prefilled, seen)
+      if (!owned) lengths.rewindToSeen(cache)
       if (owned) cache.dispose()
       else cachesInUse.delete(cache)
     }
@@ -231,18 +214,21 @@ export class Engine<M extends ForwardModel = Model> {
    * accepted into its state: one step per pass, ending early where a row took a token other
    * than the one the model fed itself next, since the passes after that fed the wrong token.
    */
-  #takeSteps(rows: RowState[], plan: Plan, prefilled: Int32Array, last: LastCall): GenerateStep[] {
+  #takeSteps(rows: RowState[], plan: Plan, lengths: BurstLedger, last: LastCall): GenerateStep[] {
     const steps: GenerateStep[] = []
     for (let pass = 0; pass < last.passes; pass++) {
-      const step = this.#takeStep(rows, plan, prefilled, last, pass * last.fedRows)
+      const firstRow = pass * last.fedRows
+      const step = this.#takeStep(rows, plan, lengths, last, firstRow)
       steps.push(step)
-      if (pass + 1 === last.passes || rows.every((s) => s.completed) || diverged(rows, step, last, pass)) break
+      if (pass + 1 === last.passes || rows.every((s) => s.completed)) break
+      // A burst always decodes from candidates.
+      if (BurstLedger.diverged(rows, step, last.candidates as Candidates, last.logitRow, firstRow)) break
     }
     return steps
   }
 
   /** Each row's token for one pass (forced, or sampled), accepted into its state. */
-  #takeStep(rows: RowState[], plan: Plan, prefilled: Int32Array, last: LastCall, firstRow: number): GenerateStep {
+  #takeStep(rows: RowState[], plan: Plan, lengths: BurstLedger, last: LastCall, firstRow: number): GenerateStep {
     const vocab = this.model.info.vocabSize
     const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
     for (const [r, state] of rows.entries()) {
@@ -253,7 +239,7 @@ export class Engine<M extends ForwardModel = Model> {
         step.finished.push(null)
         continue
       }
-      const limit = Math.min(plan.maxTokens, this.model.info.contextLength - prefilled[r])
+      const limit = Math.min(plan.maxTokens, this.model.info.contextLength - lengths.prefilled(r))
       const { token, mask, text } = state.takeToken(last, firstRow + last.logitRow[r], vocab, plan.stopTokens, limit)
       step.tokenColumn.push(token)
       step.tokenMasks.push(mask)
@@ -261,32 +247,6 @@ export class Engine<M extends ForwardModel = Model> {
       step.finished.push(state.completed ? (state.finishReason as FinishReason) : null)
     }
     return step
-  }
-
-  /**
-   * Passes for the next call of a greedy generation: `multiStep` while no live row is in a tool
-   * call or has forced tokens queued (a forced token would differ from the one the model feeds
-   * itself), and no more than any row has tokens and context left for.
-   */
-  #passesFor(rows: RowState[], plan: Plan, held: Int32Array, multiStep: number): number {
-    let passes = multiStep
-    for (const [r, state] of rows.entries()) {
-      if (state.completed) continue
-      // Inside a tool call the row runs one pass per call, so the answer forced when it closes
-      // never lands inside a burst.
-      if (state.hasForced || state.inToolCall) return 1
-      // `held` lacks the token this call feeds first; each pass makes one more token.
-      passes = Math.min(passes, plan.maxTokens - state.tokens.length, this.model.info.contextLength - held[r] - 1)
-    }
-    return Math.max(passes, 1)
-  }
-
-  /** Cuts each row back to the tokens fed before its last counted one, where it holds more. */
-  #rewind(cache: RowCache, held: Int32Array, prefilled: Int32Array, counted: Int32Array): void {
-    for (let r = 0; r < held.length; r++) {
-      const keep = prefilled[r] + Math.max(counted[r] - 1, 0)
-      if (held[r] > keep) cache.truncateRow(r, (held[r] = keep))
-    }
   }
 
   /** Runs generation to the end and returns each row's tokens, masks, text and finish reason. */
