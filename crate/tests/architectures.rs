@@ -169,8 +169,14 @@ fn hf_dir_matches_llama_cpp(name: &str, model_type: &str) {
     let greedy = ids(&f32_file["greedy"]);
     let vocab = m.model.config.vocab_size;
     let mut cache = m.model.new_cache_as(1, prompt.len() + greedy.len(), KvType::F32).unwrap();
-    let mut rows: Vec<Vec<f32>> =
-        m.model.forward(&[prompt.clone()], &mut cache, LogitsFor::All, None).unwrap().logits.chunks(vocab).map(<[f32]>::to_vec).collect();
+    let mut rows: Vec<Vec<f32>> = m
+        .model
+        .forward(std::slice::from_ref(&prompt), &mut cache, LogitsFor::All, None)
+        .unwrap()
+        .logits
+        .chunks(vocab)
+        .map(<[f32]>::to_vec)
+        .collect();
     for &t in &greedy[..greedy.len() - 1] {
         rows.push(m.model.forward(&[vec![t]], &mut cache, LogitsFor::LastPerRow, None).unwrap().logits);
     }

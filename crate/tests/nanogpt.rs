@@ -65,7 +65,7 @@ fn matches_pytorch(run: &str, bias: bool, n_heads: usize) {
     assert_eq!(m.tokenizer.decode(&e.ids).unwrap(), e.text);
 
     let mut cache = m.model.new_cache_as(1, e.ids.len(), KvType::F32).unwrap();
-    let whole = m.model.forward(&[e.ids.clone()], &mut cache, LogitsFor::All, None).unwrap().logits;
+    let whole = m.model.forward(std::slice::from_ref(&e.ids), &mut cache, LogitsFor::All, None).unwrap().logits;
     let whole_diff = max_abs_diff(&whole, &e.logits);
     assert!(whole_diff < TOLERANCE, "{run}: one pass differs from PyTorch by {whole_diff}");
 
