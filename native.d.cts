@@ -71,7 +71,7 @@ export declare class NativeModel {
    * follow the last's in the arrays, and logits must be off. Runs on the compute pool after
    * the cache's earlier passes.
    */
-  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, allLogits: boolean, cancel: NativeCancelToken | undefined | null, logitsInto: Float32Array | undefined | null, logits: boolean, candidates?: number | undefined | null, candidateIds?: Uint32Array | undefined | null, candidateLogits?: Float32Array | undefined | null, steps?: number | undefined | null): Promise<Float32Array | null>
+  forward(cache: NativeKvCache, tokens: Array<Uint32Array>, cancel: NativeCancelToken | undefined | null, options: NativeForwardOptions): Promise<Float32Array | null>
   stats(): NativeModelStats
   /** Drops the weights now; a forward pass already running keeps them until it finishes. */
   dispose(): void
@@ -106,6 +106,21 @@ export interface NativeConversationMessage {
   role: string
   content?: string
   parts?: Array<NativeMessagePart>
+}
+
+/** `forward`'s options, validated by src/Model.ts, which alone calls it. */
+export interface NativeForwardOptions {
+  /** Logits for every new token, not only each row's last. */
+  allLogits: boolean
+  /** Whether logits come back at all (into `logitsInto` when given). */
+  logits: boolean
+  logitsInto?: Float32Array
+  /** How many of each logits row's highest tokens to pick, into the two arrays below. */
+  candidates?: number
+  candidateIds?: Uint32Array
+  candidateLogits?: Float32Array
+  /** Greedy passes run back to back (1 when absent). */
+  steps?: number
 }
 
 export interface NativeMessagePart {

@@ -234,7 +234,15 @@ export class Model {
     let logits: Float32Array | null
     try {
       // Awaited here rather than through awaitNative: one async frame less per decode step.
-      logits = await this.#native.forward(cache.native, rows, allLogits, token, into, wantLogits, picked?.perRow, picked?.ids, picked?.logits, steps)
+      logits = await this.#native.forward(cache.native, rows, token, {
+        allLogits,
+        logits: wantLogits,
+        logitsInto: into,
+        candidates: picked?.perRow,
+        candidateIds: picked?.ids,
+        candidateLogits: picked?.logits,
+        steps,
+      })
     } catch (err) {
       throw toKvEngineError(err)
     } finally {

@@ -71,6 +71,22 @@ pub struct NativeMessagePart {
     pub text: String,
 }
 
+/// `forward`'s options, validated by src/Model.ts, which alone calls it.
+#[napi(object, object_to_js = false)]
+pub struct NativeForwardOptions {
+    /// Logits for every new token, not only each row's last.
+    pub all_logits: bool,
+    /// Whether logits come back at all (into `logitsInto` when given).
+    pub logits: bool,
+    pub logits_into: Option<Float32Array>,
+    /// How many of each logits row's highest tokens to pick, into the two arrays below.
+    pub candidates: Option<u32>,
+    pub candidate_ids: Option<Uint32Array>,
+    pub candidate_logits: Option<Float32Array>,
+    /// Greedy passes run back to back (1 when absent).
+    pub steps: Option<u32>,
+}
+
 #[napi(object)]
 pub struct NativeRenderedConversation {
     pub ids: Uint32Array,
@@ -387,21 +403,15 @@ impl NativeModel {
     /// follow the last's in the arrays, and logits must be off. Runs on the compute pool after
     /// the cache's earlier passes.
     #[napi(ts_return_type = "Promise<Float32Array | null>")]
-    #[allow(clippy::too_many_arguments)] // positional N-API arguments, checked in src/Model.ts
     pub fn forward<'env>(
         &self,
         env: &'env Env,
         cache: &NativeKvCache,
         tokens: Vec<Uint32Array>,
-        all_logits: bool,
         cancel: Option<&NativeCancelToken>,
-        logits_into: Option<Float32Array>,
-        logits: bool,
-        candidates: Option<u32>,
-        candidate_ids: Option<Uint32Array>,
-        candidate_logits: Option<Float32Array>,
-        steps: Option<u32>,
+        options: NativeForwardOptions,
     ) -> napi::Result<Object<'env>> {
+        let NativeForwardOptions { all_logits, logits, logits_into, candidates, candidate_ids, candidate_logits, steps } = options;
         let model = self.get()?;
         let steps = steps.unwrap_or(1).max(1) as usize;
         if steps > 1 && (candidates.unwrap_or(0) == 0 || logits || all_logits) {
