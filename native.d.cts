@@ -88,7 +88,7 @@ export declare function hasCuda(): boolean
  * Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
  * once per process, so only the first load's value counts. `device` is "cpu" (default) or
  * "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in; `activations`
- * ("f32" or "q8"; when absent, `Activations::preferred()`) what a CPU model multiplies
+ * ("f32" or "q8"; when absent, `Placement::default()`'s) what a CPU model multiplies
  * Q8_0/Q4_0 weights by.
  */
 export declare function loadModel(path: string, threads?: number | undefined | null, progress?: (fraction: number) => void, device?: string | undefined | null, dtype?: string | undefined | null, activations?: string | undefined | null): Promise<NativeModel>

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import test, { type ExecutionContext } from 'ava'
 
 import { Engine, KvEngineError, Model, type KvCache, type KvEngineErrorCode } from '../index.js'
-import { native } from '../src/native.js'
+import { native, toKvEngineError } from '../src/native.js'
 import { chatml, modelPath } from './models.js'
 
 const model = await Model.load(modelPath('Q8_0'))
@@ -37,6 +37,23 @@ test.serial('CUDA from a CPU-only build, and unknown devices', async (t) => {
 
 test.serial('missing model path', async (t) => {
   await rejects(t, Model.load(join(scratch, 'nope.gguf')), 'NOT_FOUND', /nope\.gguf/)
+})
+
+test.serial("the binding's errors carry their kind in code, not in the message", async (t) => {
+  // Async (a load task) and sync (a method) paths, straight from the addon, before src/native.ts.
+  const missing = await t.throwsAsync(native.loadModel(join(scratch, 'nope.gguf')))
+  t.is((missing as Error & { code?: string }).code, 'NOT_FOUND')
+  t.regex(missing?.message ?? '', /^[^[].*nope\.gguf/)
+  const loaded = await native.loadModel(modelPath('Q8_0'))
+  const zeroRows = t.throws(() => loaded.createCache(0, 8))
+  t.is((zeroRows as Error & { code?: string }).code, 'INVALID_ARGUMENT')
+  t.regex(zeroRows?.message ?? '', /^batch size must be in 1\.\.=4096, got 0/)
+  // napi-rs's own argument conversions carry its status, which src/native.ts reads as a wrong argument.
+  const wrongType = t.throws(() => loaded.createCache('two' as unknown as number, 8))
+  t.is((wrongType as Error & { code?: string }).code, 'NumberExpected')
+  t.is((toKvEngineError(wrongType) as KvEngineError).code, 'INVALID_ARGUMENT')
+  t.is((toKvEngineError(zeroRows) as KvEngineError).code, 'INVALID_ARGUMENT')
+  loaded.dispose()
 })
 
 test.serial('truncated GGUF, at several points', async (t) => {

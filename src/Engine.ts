@@ -12,7 +12,6 @@ import { Rng } from './Rng.js'
 import type { RowCache } from './RowCache.js'
 import { RowState } from './RowState.js'
 import { Sampler } from './Sampler.js'
-import { calculator } from './calculator/calculator.js'
 import { checkInteger, show } from './checkInteger.js'
 import { checkOptionKeys, checkSignal } from './checkOptionKeys.js'
 import { formatBytes } from './formatBytes.js'
@@ -100,7 +99,7 @@ function hasRowCacheMethods(value: unknown): boolean {
 export class Engine<M extends ForwardModel = Model> {
   readonly model: M
   /** Tools `GenerateOptions.tools` can name: `calculator` (nanochat's), plus any registered here. */
-  readonly tools = new ToolRegistry().register('calculator', calculator)
+  readonly tools = ToolRegistry.builtIn()
   #generationDefaults: GenerationDefaults | undefined
 
   constructor(model: M) {

@@ -1,9 +1,15 @@
+import { calculator } from './calculator/calculator.js'
 import { KvEngineError } from './KvEngineError.js'
 import type { Tool } from './Tool.js'
 
 /** Tools by name, for `GenerateOptions.tools` to refer to. */
 export class ToolRegistry {
   readonly #tools = new Map<string, Tool>()
+
+  /** A registry holding the built-in tools: `calculator` (nanochat's). */
+  static builtIn(): ToolRegistry {
+    return new ToolRegistry().register('calculator', calculator)
+  }
 
   /** Adds `tool` under `name`, replacing any tool of that name (the built-in calculator too). */
   register(name: string, tool: Tool): this {

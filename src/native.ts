@@ -59,29 +59,19 @@ function loadBinding(): typeof Binding {
 
 export const native = loadBinding()
 
-const CODED = /^\[([A-Z_]+)\] ([\s\S]*)$/
-const CODES = new Set<KvEngineErrorCode>([
-  'INVALID_ARGUMENT',
-  'NOT_FOUND',
-  'CORRUPT_FILE',
-  'UNSUPPORTED',
-  'CONTEXT_OVERFLOW',
-  'DISPOSED',
-  'ABORTED',
-  'INTERNAL',
-])
+const CODES = new Set<string>(['INVALID_ARGUMENT', 'NOT_FOUND', 'CORRUPT_FILE', 'UNSUPPORTED', 'CONTEXT_OVERFLOW', 'DISPOSED', 'ABORTED', 'INTERNAL'] satisfies KvEngineErrorCode[])
 
-/** Maps an error thrown by the binding to a KvEngineError. N-API's own argument-conversion
- * failures carry no code of ours, and are the caller passing a wrong type. */
+/** napi-rs's codes for an argument it could not convert (`InvalidArg`, `NumberExpected`, ...):
+ * the caller passed a wrong type. */
+const NAPI_ARGUMENT_CODE = /^(InvalidArg|[A-Za-z]+Expected)$/
+
+/** Maps an error thrown by the binding to a KvEngineError. The binding's errors carry their
+ * kind in `code` (crate/src/node/mod.rs, `to_napi`); napi-rs's own carry its status there. */
 export function toKvEngineError(err: unknown): unknown {
   if (err instanceof KvEngineError || !(err instanceof Error)) return err
-  const m = CODED.exec(err.message)
-  if (m && CODES.has(m[1] as KvEngineErrorCode)) {
-    return new KvEngineError(m[1] as KvEngineErrorCode, m[2], { cause: err })
-  }
-  if (/Failed to convert|expect|InvalidArg/i.test(err.message)) {
-    return new KvEngineError('INVALID_ARGUMENT', err.message, { cause: err })
-  }
+  const code = (err as { code?: unknown }).code
+  if (typeof code === 'string' && CODES.has(code)) return new KvEngineError(code as KvEngineErrorCode, err.message, { cause: err })
+  if (typeof code === 'string' && NAPI_ARGUMENT_CODE.test(code)) return new KvEngineError('INVALID_ARGUMENT', err.message, { cause: err })
   return new KvEngineError('INTERNAL', err.message, { cause: err })
 }
 

@@ -36,8 +36,8 @@ export async function decodeFigures(engine: Engine, prompt: number[], plan: Plan
     cache.dispose()
     const seconds = (t.lastStepMs - t.firstStepMs) / 1000
     const tokPerSec = plan.decodeTokens / seconds
-    decode.push({ context, tokens: plan.decodeTokens, tokPerSec, msPerToken: 1000 / tokPerSec, tsShare: t.tsShare })
-    log('kvengine', `decode after ${context}: ${tokPerSec.toFixed(1)} tok/s, TS share ${fmtShare(t.tsShare)}`)
+    decode.push({ context, tokens: plan.decodeTokens, tokPerSec, msPerToken: 1000 / tokPerSec, tsShare: t.tsShare, tokensDigest: t.tokensDigest })
+    log('kvengine', `decode after ${context}: ${tokPerSec.toFixed(1)} tok/s, TS share ${fmtShare(t.tsShare)}, tokens ${t.tokensDigest}`)
   }
   return { decode, kvBytes }
 }
@@ -55,8 +55,8 @@ export async function aggregateFigures(engine: Engine, prompt: number[], plan: P
     if (t.steps !== plan.sampleTokens) throw new Error(`expected ${plan.sampleTokens} steps, got ${t.steps}`)
     const wallMs = t.lastStepMs - t.startMs
     const tokPerSec = (samples * plan.sampleTokens) / (wallMs / 1000)
-    out.push({ samples, tokensPerSample: plan.sampleTokens, wallMs, tokPerSec, method: 'prefill once, copy the cache row, batched decode', tsShare: t.tsShare, setupMs })
-    log('kvengine', `${samples} samples: ${wallMs.toFixed(0)} ms (cache made beforehand in ${setupMs.toFixed(0)} ms), ${tokPerSec.toFixed(1)} tok/s, TS share ${fmtShare(t.tsShare)}`)
+    out.push({ samples, tokensPerSample: plan.sampleTokens, wallMs, tokPerSec, method: 'prefill once, copy the cache row, batched decode', tsShare: t.tsShare, setupMs, tokensDigest: t.tokensDigest })
+    log('kvengine', `${samples} samples: ${wallMs.toFixed(0)} ms (cache made beforehand in ${setupMs.toFixed(0)} ms), ${tokPerSec.toFixed(1)} tok/s, TS share ${fmtShare(t.tsShare)}, tokens ${t.tokensDigest}`)
   }
   return out
 }

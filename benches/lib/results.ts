@@ -16,6 +16,8 @@ export interface DecodeFigure {
   msPerToken: number
   /** kvengine: share of the decode steps' wall time spent outside the engine's forward. */
   tsShare?: number
+  /** kvengine: digest of the generated tokens (benches/kvengine/timedGenerate.ts). */
+  tokensDigest?: string
 }
 
 export interface AggregateFigure {
@@ -28,6 +30,8 @@ export interface AggregateFigure {
   /** How the engine produced the samples (llama.cpp: its faster way). */
   method: string
   tsShare?: number
+  /** kvengine: digest of every sample's tokens (benches/kvengine/timedGenerate.ts). */
+  tokensDigest?: string
   /** llama.cpp: wall time of every way tried, by method. */
   tried?: Record<string, number>
   /** Making the KV store before the timer starts (kvengine's cache, llama.cpp's context), ms. */

@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
+use kvengine::cuda::kvattn::{self, KvAttnParams, KvAttnPlan};
 use kvengine::cuda::model::CudaModel;
-use kvengine::kvattn::{self, KvAttnParams, KvAttnPlan};
 use kvengine::model::LogitsFor;
 
 #[path = "../tests/common/random_weights.rs"]

@@ -11,7 +11,9 @@ use crate::kv_cache::{KvCache, KvType};
 use crate::model::{ForwardOutput, LogitsFor, Model, ModelStats};
 use crate::nanochat::NanochatModel;
 
-pub enum Architecture {
+/// Which code runs a loaded model's forward pass (its architecture is `config.architecture`).
+pub enum Implementation {
+    /// The Llama block and its variants (Qwen, Gemma 3, Phi-3, GPT-2, ...) on our CPU kernels.
     Llama(Model),
     Nanochat(NanochatModel),
     /// The Llama/Qwen2 family on a CUDA GPU.
@@ -22,25 +24,25 @@ pub enum Architecture {
 pub struct LanguageModel {
     /// The shapes every architecture shares; for nanochat its resolved base config.
     pub config: ModelConfig,
-    pub arch: Architecture,
+    pub implementation: Implementation,
 }
 
 impl From<Model> for LanguageModel {
     fn from(m: Model) -> Self {
-        Self { config: m.config.clone(), arch: Architecture::Llama(m) }
+        Self { config: m.config.clone(), implementation: Implementation::Llama(m) }
     }
 }
 
 impl From<NanochatModel> for LanguageModel {
     fn from(m: NanochatModel) -> Self {
-        Self { config: m.config.base.clone(), arch: Architecture::Nanochat(m) }
+        Self { config: m.config.base.clone(), implementation: Implementation::Nanochat(m) }
     }
 }
 
 #[cfg(feature = "cuda")]
 impl From<crate::cuda::model::CudaModel> for LanguageModel {
     fn from(m: crate::cuda::model::CudaModel) -> Self {
-        Self { config: m.config.clone(), arch: Architecture::LlamaCuda(m) }
+        Self { config: m.config.clone(), implementation: Implementation::LlamaCuda(m) }
     }
 }
 
@@ -52,11 +54,11 @@ impl LanguageModel {
 
     /// A cache holding K/V as `kv_type`; a CUDA model's cache keeps its compute dtype instead.
     pub fn new_cache_as(&self, batch: usize, capacity: usize, kv_type: KvType) -> Result<KvCache> {
-        match &self.arch {
-            Architecture::Llama(m) => m.new_cache(batch, capacity, kv_type),
-            Architecture::Nanochat(m) => m.new_cache(batch, capacity, kv_type),
+        match &self.implementation {
+            Implementation::Llama(m) => m.new_cache(batch, capacity, kv_type),
+            Implementation::Nanochat(m) => m.new_cache(batch, capacity, kv_type),
             #[cfg(feature = "cuda")]
-            Architecture::LlamaCuda(m) => m.new_cache(batch, capacity),
+            Implementation::LlamaCuda(m) => m.new_cache(batch, capacity),
         }
     }
 
@@ -79,11 +81,11 @@ impl LanguageModel {
         }
         let started = Instant::now();
         let out = on_pool(|| {
-            let out = match &self.arch {
-                Architecture::Llama(m) => m.forward(batch, cache, which, cancel),
-                Architecture::Nanochat(m) => m.forward(batch, cache, which, cancel),
+            let out = match &self.implementation {
+                Implementation::Llama(m) => m.forward(batch, cache, which, cancel),
+                Implementation::Nanochat(m) => m.forward(batch, cache, which, cancel),
                 #[cfg(feature = "cuda")]
-                Architecture::LlamaCuda(m) => m.forward(batch, cache, which, cancel),
+                Implementation::LlamaCuda(m) => m.forward(batch, cache, which, cancel),
             }?;
             let picked = (candidates > 0).then(|| candidates::top_per_row(&out.logits, out.vocab_size, candidates));
             Ok((out, picked))
@@ -137,20 +139,20 @@ impl LanguageModel {
 
     /// The cache-free reference path, `(len, vocab)` logits.
     pub fn forward_reference(&self, tokens: &[u32]) -> Result<Vec<f32>> {
-        match &self.arch {
-            Architecture::Llama(m) => m.forward_reference(tokens),
-            Architecture::Nanochat(m) => m.forward_reference(tokens),
+        match &self.implementation {
+            Implementation::Llama(m) => m.forward_reference(tokens),
+            Implementation::Nanochat(m) => m.forward_reference(tokens),
             #[cfg(feature = "cuda")]
-            Architecture::LlamaCuda(_) => Err(Error::unsupported("the reference path runs on the CPU; load the model with device 'cpu'")),
+            Implementation::LlamaCuda(_) => Err(Error::unsupported("the reference path runs on the CPU; load the model with device 'cpu'")),
         }
     }
 
     pub fn stats(&self) -> &ModelStats {
-        match &self.arch {
-            Architecture::Llama(m) => &m.stats,
-            Architecture::Nanochat(m) => &m.stats,
+        match &self.implementation {
+            Implementation::Llama(m) => &m.stats,
+            Implementation::Nanochat(m) => &m.stats,
             #[cfg(feature = "cuda")]
-            Architecture::LlamaCuda(m) => &m.stats,
+            Implementation::LlamaCuda(m) => &m.stats,
         }
     }
 
@@ -165,7 +167,7 @@ impl LanguageModel {
 
     fn on_gpu(&self) -> bool {
         #[cfg(feature = "cuda")]
-        if matches!(self.arch, Architecture::LlamaCuda(_)) {
+        if matches!(self.implementation, Implementation::LlamaCuda(_)) {
             return true;
         }
         false

@@ -31,6 +31,13 @@ impl ErrorKind {
     }
 }
 
+/// The code as a string, which is how the binding hands it to JavaScript (a JS error's `code`).
+impl AsRef<str> for ErrorKind {
+    fn as_ref(&self) -> &str {
+        self.code()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Error {
     pub kind: ErrorKind,

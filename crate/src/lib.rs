@@ -13,33 +13,37 @@
 /// itself installs nothing, so tests can count allocations with their own.
 pub use mimalloc::MiMalloc as Allocator;
 
+// The API: loading, the model and its cache, formats, tokenizers and the kernels the benches
+// and tests drive directly.
 pub mod any_model;
 pub mod attention;
-pub mod candidates;
 pub mod chat_template;
 pub mod config;
 pub mod convert;
-pub mod cpu_features;
-#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod error;
-pub mod forward;
 pub mod gguf;
 pub mod kv_cache;
-pub mod kvattn;
-pub mod loader;
 pub mod matmul;
-pub mod memory;
 pub mod model;
 pub mod nanochat;
-pub mod nanogpt;
-pub mod pass_queue;
 pub mod placement;
 pub mod rope;
-pub mod safetensors_dir;
 pub mod tokenizer;
-mod unfused;
 pub mod weights;
+
+// The engine's own parts.
+mod candidates;
+mod cpu_features;
+mod forward;
+mod loader;
+mod memory;
+mod nanogpt;
+/// Orders a cache's passes for the binding; built for its unit tests too.
+#[cfg(any(feature = "node", test))]
+mod pass_queue;
+mod safetensors_dir;
+mod unfused;
 
 #[cfg(feature = "node")]
 mod node;

@@ -25,7 +25,7 @@ pub struct LoadedModel {
 }
 
 pub fn load(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
-    load_on(path, Placement::CPU, progress)
+    load_on(path, Placement::default(), progress)
 }
 
 /// `load`, with the model placed on the given device.

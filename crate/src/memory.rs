@@ -22,6 +22,7 @@ mod glibc {
 
     extern "C" {
         fn mallopt(param: c_int, value: c_int) -> c_int;
+        #[cfg(feature = "node")]
         fn malloc_trim(pad: usize) -> c_int;
     }
 
@@ -30,6 +31,7 @@ mod glibc {
         unsafe { mallopt(M_MMAP_THRESHOLD, 128 * 1024) };
     }
 
+    #[cfg(feature = "node")]
     pub fn trim() {
         // SAFETY: malloc_trim only releases free memory back to the OS.
         unsafe { malloc_trim(0) };
@@ -52,7 +54,9 @@ pub fn prefer_mmap_for_large_buffers() {
     });
 }
 
-/// Returns memory freed by a dispose to the OS now rather than at the next allocation.
+/// Returns memory freed by a dispose to the OS now rather than at the next allocation (the
+/// binding's disposes; Rust callers free by dropping and need not ask).
+#[cfg(feature = "node")]
 pub fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     glibc::trim();

@@ -3,8 +3,8 @@
 //! against the CPU model's. Built only with the `cuda` feature (Cargo.toml).
 
 use candle_core::{DType, Device, Tensor};
+use kvengine::cuda::kvattn::{self, KvAttnParams, KvAttnPlan};
 use kvengine::cuda::model::CudaModel;
-use kvengine::kvattn::{self, KvAttnParams, KvAttnPlan};
 use kvengine::model::{LogitsFor, Model};
 
 #[path = "common/random_weights.rs"]

@@ -104,7 +104,7 @@ fn matches_upstream_logits() {
 #[test]
 fn windows_and_config_follow_upstream() {
     let m = load(&checkpoint_dir());
-    let kvengine::any_model::Architecture::Nanochat(n) = &m.model.arch else { panic!("not a nanochat model") };
+    let kvengine::any_model::Implementation::Nanochat(n) = &m.model.implementation else { panic!("not a nanochat model") };
     assert_eq!(n.config.windows, expected().windows);
     assert_eq!(n.config.padded_vocab, 320);
     assert_eq!(m.model.config.context_length, 2560);
@@ -170,7 +170,7 @@ fn old_checkpoints_are_patched_as_upstream() {
     let meta = r#"{"step": 100, "model_config": {"sequence_len": 256, "vocab_size": 300, "n_layer": 4, "n_head": 4, "n_kv_head": 2, "n_embd": 32}}"#;
     std::fs::write(ckpt.join("meta_000100.json"), meta).unwrap();
     let m = load(&ckpt);
-    let kvengine::any_model::Architecture::Nanochat(n) = &m.model.arch else { panic!("not a nanochat model") };
+    let kvengine::any_model::Implementation::Nanochat(n) = &m.model.implementation else { panic!("not a nanochat model") };
     assert_eq!(n.config.windows, vec![256; 4]);
     let mut extra = tensors.clone();
     extra.insert(

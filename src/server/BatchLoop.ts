@@ -1,4 +1,3 @@
-import { calculator } from '../calculator/calculator.js'
 import { KvEngineError } from '../KvEngineError.js'
 import type { ForwardResult, Model } from '../Model.js'
 import { generationDefaults } from '../generationDefaults.js'
@@ -87,8 +86,7 @@ export class BatchLoop {
     this.#logits = new Float32Array(scheduler.cache.batchSize * model.info.vocabSize)
     const defaults = generationDefaults(model)
     this.#stopTokens = defaults.stopTokens
-    const registry = new ToolRegistry().register('calculator', calculator)
-    this.#tools = defaults.tools.length > 0 ? new ToolRunner(defaults.tools, registry, model.tokenizer, model.info.vocabSize) : null
+    this.#tools = defaults.tools.length > 0 ? new ToolRunner(defaults.tools, ToolRegistry.builtIn(), model.tokenizer, model.info.vocabSize) : null
     this.#finished = this.#run()
   }
 

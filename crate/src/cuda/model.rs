@@ -7,10 +7,10 @@ use std::sync::atomic::AtomicBool;
 use candle_core::{DType, Device, Tensor};
 
 use crate::config::{ModelConfig, RopeStyle};
+use crate::cuda::kvattn::{self, KvAttnParams, KvAttnPlan};
 use crate::error::{Error, Result};
 use crate::forward::{check_cancel, ForwardOutput, LogitsFor, ModelStats, PassPlan};
 use crate::kv_cache::KvCache;
-use crate::kvattn::{self, KvAttnParams, KvAttnPlan};
 use crate::model::{Block, BlockLoader};
 use crate::weights::WeightSource;
 

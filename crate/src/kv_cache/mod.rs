@@ -4,9 +4,10 @@
 //! are stored, as f16 or f32 elements (`element.rs` says when each).
 //!
 //! Models that smear (nanochat mixes the previous token's embedding into each token) also need
-//! what came before a row's new tokens. Such a model records each row's token ids here; the
-//! pre-smear embedding of the last one is recomputed from its id, so truncating a row keeps it
-//! exact (the token before the new end is still known) where a stored embedding would be lost.
+//! what came before a row's new tokens. Such a model makes its caches `recording_tokens`, and
+//! they keep each row's token ids; the pre-smear embedding of the last one is recomputed from its
+//! id, so truncating a row keeps it exact (the token before the new end is still known) where a
+//! stored embedding would be lost.
 
 mod element;
 mod planes;
@@ -26,6 +27,15 @@ use crate::error::{Error, ErrorKind, Result};
 /// Capacity grows in whole steps of this many positions, as in nanochat's cache.
 pub const GROWTH_STEP: usize = 1024;
 
+/// Where K and V live.
+enum Store {
+    /// On the host, read by our CPU attention.
+    Host(Planes),
+    /// On a CUDA device, read by the kvattn kernel.
+    #[cfg(feature = "cuda")]
+    Device(crate::cuda::store::DeviceKv),
+}
+
 pub struct KvCache {
     n_layers: usize,
     batch: usize,
@@ -33,15 +43,12 @@ pub struct KvCache {
     n_kv_heads: usize,
     head_dim: usize,
     max_len: usize,
-    planes: Planes,
+    store: Store,
     seqlens: Vec<i32>,
-    /// Per row, the ids of its cached positions, kept only by models that record them (empty
-    /// otherwise). Trimmed with the row, copied with it, cleared when it is reset.
-    history: Vec<Vec<u32>>,
+    /// Per row, the ids of its cached positions, for a cache made `recording_tokens`. Trimmed
+    /// with the row, copied with it, cleared when it is reset.
+    history: Option<Vec<Vec<u32>>>,
     shared: SharedPrefixes,
-    /// K/V on the GPU for a model running there; `k`/`v` above are then empty.
-    #[cfg(feature = "cuda")]
-    device: Option<crate::cuda::store::DeviceKv>,
 }
 
 impl KvCache {
@@ -62,13 +69,17 @@ impl KvCache {
             n_kv_heads: cfg.n_kv_heads,
             head_dim: cfg.head_dim,
             max_len: cfg.context_length,
-            planes: Planes::zeroed(kv_type, elems)?,
+            store: Store::Host(Planes::zeroed(kv_type, elems)?),
             seqlens: vec![0; batch],
-            history: vec![Vec::new(); batch],
+            history: None,
             shared: SharedPrefixes::new(batch),
-            #[cfg(feature = "cuda")]
-            device: None,
         })
+    }
+
+    /// This cache, keeping each row's token ids from now on (the extension smearing models need).
+    pub fn recording_tokens(mut self) -> Self {
+        self.history = Some(vec![Vec::new(); self.batch]);
+        self
     }
 
     /// A cache whose K/V live on a CUDA device, in `dtype`.
@@ -80,28 +91,27 @@ impl KvCache {
         dtype: candle_core::DType,
         device: &candle_core::Device,
     ) -> Result<Self> {
-        // Zero layers sizes the host buffers to nothing; the lengths and history stay here.
+        // Zero layers sizes the host buffers to nothing before the device store replaces them.
         let mut cache = Self::new(&ModelConfig { n_layers: 0, ..cfg.clone() }, batch, capacity, KvType::F32)?;
         cache.n_layers = cfg.n_layers;
         checked_elems(&[cfg.n_layers, batch, cache.capacity, cfg.n_kv_heads, cfg.head_dim])?;
         let dims = (cfg.n_layers, batch, cache.capacity, cfg.n_kv_heads, cfg.head_dim);
-        cache.device = Some(crate::cuda::store::DeviceKv::zeros(dims, dtype, device)?);
+        cache.store = Store::Device(crate::cuda::store::DeviceKv::zeros(dims, dtype, device)?);
         Ok(cache)
     }
 
     /// The GPU store, for a cache made by `on_device`.
     #[cfg(feature = "cuda")]
     pub fn device_store(&self) -> Option<&crate::cuda::store::DeviceKv> {
-        self.device.as_ref()
+        match &self.store {
+            Store::Device(d) => Some(d),
+            Store::Host(_) => None,
+        }
     }
 
     /// Whether K/V live off the host (models check they were given a cache of their kind).
     pub fn is_on_device(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        if self.device.is_some() {
-            return true;
-        }
-        false
+        !matches!(self.store, Store::Host(_))
     }
 
     pub fn batch(&self) -> usize {
@@ -126,31 +136,31 @@ impl KvCache {
 
     /// Bytes held by K and V: 2·L·B·T·H_kv·D·sizeof(element).
     pub fn size_bytes(&self) -> usize {
-        #[cfg(feature = "cuda")]
-        if let Some(d) = &self.device {
-            return d.size_bytes();
+        match &self.store {
+            Store::Host(planes) => planes.size_bytes(),
+            #[cfg(feature = "cuda")]
+            Store::Device(d) => d.size_bytes(),
         }
-        self.planes.size_bytes()
     }
 
-    /// The element type of a host store (a device store keeps its model's dtype).
+    /// The element type of a host store; a device store, which keeps its model's dtype, says f32.
     pub fn kv_type(&self) -> KvType {
-        self.planes.kv_type()
+        match &self.store {
+            Store::Host(planes) => planes.kv_type(),
+            #[cfg(feature = "cuda")]
+            Store::Device(_) => KvType::F32,
+        }
     }
 
     /// Forgets every row's contents; memory stays allocated for reuse.
     pub fn reset(&mut self) {
         self.seqlens.iter_mut().for_each(|s| *s = 0);
-        self.history.iter_mut().for_each(Vec::clear);
+        self.history.iter_mut().flatten().for_each(Vec::clear);
         self.shared.clear();
     }
 
     pub fn reset_row(&mut self, row: usize) -> Result<()> {
-        self.check_row(row)?;
-        self.seqlens[row] = 0;
-        self.history[row].clear();
-        self.shared.changed(row, 0);
-        Ok(())
+        self.truncate_row(row, 0)
     }
 
     /// Sets a row's length back (never forward): drops positions `len..` from that row.
@@ -160,7 +170,9 @@ impl KvCache {
             return Err(Error::invalid(format!("cannot truncate row {row} to {len}: it holds only {} positions", self.seqlen(row))));
         }
         self.seqlens[row] = len as i32;
-        self.history[row].truncate(len);
+        if let Some(history) = &mut self.history {
+            history[row].truncate(len);
+        }
         self.shared.changed(row, len);
         Ok(())
     }
@@ -174,21 +186,17 @@ impl KvCache {
             return Ok(());
         }
         self.shared.copied(src, dst, self.seqlen(src));
-        #[cfg(feature = "cuda")]
-        if let Some(d) = &self.device {
-            d.copy_row(src, dst)?;
-            self.seqlens[dst] = self.seqlens[src];
-            self.history[dst] = self.history[src].clone();
-            return Ok(());
-        }
         let len = self.seqlen(src) * self.n_kv_heads * self.head_dim;
-        for layer in 0..self.n_layers {
-            let from = self.offset(layer, src, 0);
-            let to = self.offset(layer, dst, 0);
-            self.planes.copy_within(from, len, to);
+        let spans: Vec<(usize, usize)> = (0..self.n_layers).map(|layer| (self.offset(layer, src, 0), self.offset(layer, dst, 0))).collect();
+        match &mut self.store {
+            Store::Host(planes) => spans.into_iter().for_each(|(from, to)| planes.copy_within(from, len, to)),
+            #[cfg(feature = "cuda")]
+            Store::Device(d) => d.copy_row(src, dst)?,
         }
         self.seqlens[dst] = self.seqlens[src];
-        self.history[dst] = self.history[src].clone();
+        if let Some(history) = &mut self.history {
+            history[dst] = history[src].clone();
+        }
         Ok(())
     }
 
@@ -205,23 +213,26 @@ impl KvCache {
             return Ok(());
         }
         let capacity = round_capacity(needed, self.max_len);
-        #[cfg(feature = "cuda")]
-        if let Some(d) = &self.device {
-            self.device = Some(d.grown(capacity)?);
-            self.capacity = capacity;
-            return Ok(());
-        }
         let elems = checked_elems(&[self.n_layers, self.batch, capacity, self.n_kv_heads, self.head_dim])?;
+        self.store = match &self.store {
+            Store::Host(planes) => Store::Host(planes.regrown(elems, &self.moves_to(capacity))?),
+            #[cfg(feature = "cuda")]
+            Store::Device(d) => Store::Device(d.grown(capacity)?),
+        };
+        self.capacity = capacity;
+        Ok(())
+    }
+
+    /// Where each (layer, row)'s valid positions go in a host store of `capacity` positions:
+    /// (from, length, to) in elements.
+    fn moves_to(&self, capacity: usize) -> Vec<(usize, usize, usize)> {
         let row_stride = self.n_kv_heads * self.head_dim;
-        let moves: Vec<(usize, usize, usize)> = (0..self.n_layers)
+        (0..self.n_layers)
             .flat_map(|layer| (0..self.batch).map(move |row| (layer, row)))
             .map(|(layer, row)| {
                 (self.offset(layer, row, 0), self.seqlen(row) * row_stride, (layer * self.batch + row) * capacity * row_stride)
             })
-            .collect();
-        self.planes = self.planes.regrown(elems, &moves)?;
-        self.capacity = capacity;
-        Ok(())
+            .collect()
     }
 
     /// Writes K/V for `n` consecutive positions of one row, starting at `pos`, rounded to the
@@ -230,13 +241,13 @@ impl KvCache {
     pub fn write(&mut self, layer: usize, row: usize, pos: usize, k: &[f32], v: &[f32]) {
         self.shared.changed(row, pos);
         let at = self.offset(layer, row, pos);
-        self.planes.write(at, k, v);
+        self.host_mut().write(at, k, v);
     }
 
     /// K and V of one row in one layer, `(T, H_kv, D)` flattened, the first `len` positions valid.
     pub fn row(&self, layer: usize, row: usize) -> RowKv<'_> {
         let at = self.offset(layer, row, 0);
-        self.planes.span(at, self.capacity * self.n_kv_heads * self.head_dim)
+        self.host().span(at, self.capacity * self.n_kv_heads * self.head_dim)
     }
 
     pub fn set_seqlen(&mut self, row: usize, len: usize) {
@@ -248,15 +259,34 @@ impl KvCache {
         self.shared.get(row)
     }
 
-    /// The recorded ids of a row's cached positions; shorter than the row when the model that
-    /// filled it does not record them.
-    pub fn history(&self, row: usize) -> &[u32] {
-        &self.history[row]
+    /// The recorded ids of a row's cached positions, for a cache made `recording_tokens`.
+    pub fn history(&self, row: usize) -> Option<&[u32]> {
+        self.history.as_ref().map(|h| h[row].as_slice())
     }
 
-    /// Appends the ids of positions just committed to a row.
+    /// Appends the ids of positions just committed to a row, where the cache records them.
     pub(crate) fn record(&mut self, row: usize, tokens: &[u32]) {
-        self.history[row].extend_from_slice(tokens);
+        if let Some(history) = &mut self.history {
+            history[row].extend_from_slice(tokens);
+        }
+    }
+
+    // The host planes, for the CPU models' reads and writes. `LanguageModel`'s forward refuses a
+    // cache of the other kind before a pass, so a device store here is a bug.
+    fn host(&self) -> &Planes {
+        match &self.store {
+            Store::Host(planes) => planes,
+            #[cfg(feature = "cuda")]
+            Store::Device(_) => panic!("a CPU model was handed a GPU cache"),
+        }
+    }
+
+    fn host_mut(&mut self) -> &mut Planes {
+        match &mut self.store {
+            Store::Host(planes) => planes,
+            #[cfg(feature = "cuda")]
+            Store::Device(_) => panic!("a CPU model was handed a GPU cache"),
+        }
     }
 
     fn offset(&self, layer: usize, row: usize, pos: usize) -> usize {
@@ -373,18 +403,21 @@ mod tests {
     #[test]
     fn history_follows_copy_truncate_and_reset() {
         let cfg = config(1, 1, 2);
-        let mut cache = KvCache::new(&cfg, 3, 16, KvType::F16).unwrap();
+        let mut plain = KvCache::new(&cfg, 3, 16, KvType::F16).unwrap();
+        plain.record(0, &[7]);
+        assert_eq!(plain.history(0), None, "only a cache made recording_tokens keeps ids");
+        let mut cache = plain.recording_tokens();
         fill(&mut cache, 0, 0, 4);
         cache.record(0, &[7, 8, 9, 10]);
         cache.copy_row(0, 1).unwrap();
-        assert_eq!(cache.history(1), &[7, 8, 9, 10]);
+        assert_eq!(cache.history(1), Some(&[7, 8, 9, 10][..]));
         cache.truncate_row(1, 2).unwrap();
-        assert_eq!(cache.history(1), &[7, 8]);
-        assert_eq!(cache.history(0), &[7, 8, 9, 10]);
+        assert_eq!(cache.history(1), Some(&[7, 8][..]));
+        assert_eq!(cache.history(0), Some(&[7, 8, 9, 10][..]));
         cache.reset_row(0).unwrap();
-        assert!(cache.history(0).is_empty());
+        assert_eq!(cache.history(0), Some(&[][..]));
         cache.reset();
-        assert!(cache.history(1).is_empty());
+        assert_eq!(cache.history(1), Some(&[][..]));
     }
 
     #[test]

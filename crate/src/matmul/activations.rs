@@ -22,13 +22,12 @@ pub enum Activations {
 }
 
 impl Activations {
-    /// From the binding's string: "f32" or "q8"; absent, `preferred()`.
-    pub fn parse(name: Option<&str>) -> Result<Self> {
+    /// From the binding's string: "f32" or "q8".
+    pub fn parse(name: &str) -> Result<Self> {
         match name {
-            None => Ok(Self::preferred()),
-            Some("f32") => Ok(Self::F32),
-            Some("q8") => Ok(Self::Q8),
-            Some(other) => Err(Error::invalid(format!("activations must be 'f32' or 'q8', got '{other}'"))),
+            "f32" => Ok(Self::F32),
+            "q8" => Ok(Self::Q8),
+            other => Err(Error::invalid(format!("activations must be 'f32' or 'q8', got '{other}'"))),
         }
     }
 

@@ -217,8 +217,7 @@ impl Model {
             return Ok(ForwardOutput::empty(self.config.vocab_size));
         }
         self.stats.count_pass(n);
-        let positions: Vec<u32> = step.plan.slots.iter().map(|s| s.pos as u32).collect();
-        let mut x = self.embed(&step.plan.ids, &positions)?;
+        let mut x = self.embed(&step.plan.ids, || step.plan.slots.iter().map(|s| s.pos as u32).collect())?;
         for (layer, block) in self.blocks.iter().enumerate() {
             check_cancel(cancel)?;
             x = self.block_forward(block, layer, &x, &step, cache, cancel)?;
@@ -252,7 +251,8 @@ impl Model {
     }
 
     /// Token embeddings (scaled, for Gemma), plus the learned embedding of each position (GPT-2).
-    fn embed(&self, ids: &[u32], positions: &[u32]) -> Result<Tensor> {
+    /// `positions` is asked for only where the model has learned positions.
+    fn embed(&self, ids: &[u32], positions: impl FnOnce() -> Vec<u32>) -> Result<Tensor> {
         let x = match &self.embed {
             Weight::Quantized(q) => q.embedding(&Tensor::new(ids, &candle_core::Device::Cpu)?)?,
             Weight::Dense(t) => t.index_select(&Tensor::new(ids, t.device())?, 0)?,
@@ -262,7 +262,7 @@ impl Model {
             None => x,
         };
         Ok(match &self.position_embd {
-            Some(table) => (x + table.index_select(&Tensor::new(positions, table.device())?, 0)?)?,
+            Some(table) => (x + table.index_select(&Tensor::new(positions(), table.device())?, 0)?)?,
             None => x,
         })
     }

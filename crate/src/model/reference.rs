@@ -20,8 +20,7 @@ impl Model {
             Some(theta) => self.reference_rope_tables(tokens.len(), theta)?,
             None => global.clone(),
         };
-        let positions: Vec<u32> = (0..tokens.len() as u32).collect();
-        let mut x = self.embed(tokens, &positions)?;
+        let mut x = self.embed(tokens, || (0..tokens.len() as u32).collect())?;
         for (layer, block) in self.blocks.iter().enumerate() {
             let window = self.config.variant.window(layer);
             let (cos, sin) = if window.is_some() { &local } else { &global };

@@ -41,8 +41,9 @@ impl NanochatModel {
         Ok(Self { config, weights, inv_freq, stats: ModelStats::default() })
     }
 
+    /// A cache that keeps each row's token ids, which smear reads.
     pub fn new_cache(&self, batch: usize, capacity: usize, kv_type: KvType) -> Result<KvCache> {
-        KvCache::new(&self.config.base, batch, capacity, kv_type)
+        Ok(KvCache::new(&self.config.base, batch, capacity, kv_type)?.recording_tokens())
     }
 
     /// Same contract as `Model::forward`: new tokens per row (empty skips the row), lengths and
@@ -87,7 +88,10 @@ impl NanochatModel {
             return Err(Error::invalid("this cache was created for a different model"));
         }
         let plan = PassPlan::new(batch, cache, &self.config.base)?;
-        if let Some(span) = plan.spans.iter().find(|s| cache.history(s.row).len() != s.before) {
+        if cache.history(0).is_none() {
+            return Err(Error::invalid("this cache does not keep token ids: create it with this nanochat model's createCache"));
+        }
+        if let Some(span) = plan.spans.iter().find(|s| cache.history(s.row).map(<[u32]>::len) != Some(s.before)) {
             return Err(Error::invalid(format!(
                 "row {} of this cache was filled without its token ids (by another model?); reset the row",
                 span.row
@@ -103,7 +107,11 @@ impl NanochatModel {
         let (mut prev, mut has_prev) = (ids.to_vec(), vec![0f32; n]);
         for span in &step.spans {
             for i in span.of(1) {
-                let p = if i > span.start { Some(ids[i - 1]) } else { span.before.checked_sub(1).map(|b| cache.history(span.row)[b]) };
+                let p = if i > span.start {
+                    Some(ids[i - 1])
+                } else {
+                    span.before.checked_sub(1).and_then(|b| cache.history(span.row)?.get(b).copied())
+                };
                 if let Some(p) = p {
                     (prev[i], has_prev[i]) = (p, 1.0);
                 }

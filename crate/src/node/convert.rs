@@ -5,8 +5,8 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, Task};
 use napi_derive::napi;
 
-use super::guarded;
 use super::model::ProgressFn;
+use super::{caught, task_error};
 
 pub struct ConvertTask {
     input: PathBuf,
@@ -16,23 +16,24 @@ pub struct ConvertTask {
 }
 
 impl Task for ConvertTask {
-    type Output = ();
+    /// As `LoadTask`'s: the engine's result, rejected with its code by `resolve`.
+    type Output = crate::Result<()>;
     type JsValue = ();
 
-    fn compute(&mut self) -> napi::Result<()> {
+    fn compute(&mut self) -> napi::Result<Self::Output> {
         let progress = self.progress.take();
-        guarded(|| {
+        Ok(caught(|| {
             let target = crate::convert::parse_target(&self.target)?;
             crate::convert::convert_gguf(&self.input, &self.output, target, &mut |f| {
                 if let Some(p) = &progress {
                     p.call(f, ThreadsafeFunctionCallMode::NonBlocking);
                 }
             })
-        })
+        }))
     }
 
-    fn resolve(&mut self, _env: Env, _out: ()) -> napi::Result<()> {
-        Ok(())
+    fn resolve(&mut self, env: Env, out: Self::Output) -> napi::Result<()> {
+        out.map_err(|e| task_error(&env, e))
     }
 }
 

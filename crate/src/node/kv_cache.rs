@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, TryLockError};
 use napi::bindgen_prelude::Int32Array;
 use napi_derive::napi;
 
-use super::{disposed, guarded};
+use super::{disposed, guarded, Result};
 use crate::kv_cache::{KvCache, KvCacheView};
 use crate::pass_queue::PassQueue;
 
@@ -19,7 +19,7 @@ pub(crate) struct SharedCache {
 impl SharedCache {
     /// Runs `f` on the cache under its lock (after any pass in flight), then publishes what it
     /// changed. A cache disposed meanwhile is freed here instead.
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> napi::Result<T>) -> napi::Result<T> {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> Result<T>) -> Result<T> {
         if self.view.disposed() {
             return Err(disposed("KV cache"));
         }
@@ -72,12 +72,12 @@ impl NativeKvCache {
         Self { shared: Arc::new(SharedCache { store: Mutex::new(Some(cache)), view }), passes: Arc::default() }
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> crate::Result<T>) -> napi::Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> crate::Result<T>) -> Result<T> {
         self.shared.with(|cache| guarded(|| f(cache)))
     }
 
     /// The published view, for the getters: answered at once even while a pass runs.
-    fn view(&self) -> napi::Result<&KvCacheView> {
+    fn view(&self) -> Result<&KvCacheView> {
         let view = &self.shared.view;
         if view.disposed() {
             return Err(disposed("KV cache"));
@@ -90,38 +90,38 @@ impl NativeKvCache {
 impl NativeKvCache {
     /// Each row's length after the last pass or change that completed.
     #[napi]
-    pub fn seqlens(&self) -> napi::Result<Int32Array> {
+    pub fn seqlens(&self) -> Result<Int32Array> {
         Ok(Int32Array::new(self.view()?.seqlens()))
     }
 
     #[napi(getter)]
-    pub fn batch_size(&self) -> napi::Result<u32> {
+    pub fn batch_size(&self) -> Result<u32> {
         Ok(self.view()?.batch() as u32)
     }
 
     /// As of the last pass that completed (a pass that grows the cache shows here when it ends).
     #[napi(getter)]
-    pub fn capacity(&self) -> napi::Result<u32> {
+    pub fn capacity(&self) -> Result<u32> {
         Ok(self.view()?.capacity() as u32)
     }
 
     #[napi(getter)]
-    pub fn size_bytes(&self) -> napi::Result<f64> {
+    pub fn size_bytes(&self) -> Result<f64> {
         Ok(self.view()?.size_bytes() as f64)
     }
 
     #[napi(getter)]
-    pub fn kv_type(&self) -> napi::Result<String> {
+    pub fn kv_type(&self) -> Result<String> {
         Ok(self.view()?.kv_type().to_string())
     }
 
     #[napi]
-    pub fn copy_row(&self, src: u32, dst: u32) -> napi::Result<()> {
+    pub fn copy_row(&self, src: u32, dst: u32) -> Result<()> {
         self.with(|c| c.copy_row(src as usize, dst as usize))
     }
 
     #[napi]
-    pub fn reset(&self) -> napi::Result<()> {
+    pub fn reset(&self) -> Result<()> {
         self.with(|c| {
             c.reset();
             Ok(())
@@ -129,12 +129,12 @@ impl NativeKvCache {
     }
 
     #[napi]
-    pub fn reset_row(&self, row: u32) -> napi::Result<()> {
+    pub fn reset_row(&self, row: u32) -> Result<()> {
         self.with(|c| c.reset_row(row as usize))
     }
 
     #[napi]
-    pub fn truncate_row(&self, row: u32, len: u32) -> napi::Result<()> {
+    pub fn truncate_row(&self, row: u32, len: u32) -> Result<()> {
         self.with(|c| c.truncate_row(row as usize, len as usize))
     }
 

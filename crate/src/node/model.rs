@@ -10,7 +10,7 @@ use napi_derive::napi;
 use super::cancel_token::NativeCancelToken;
 use super::kv_cache::{NativeKvCache, SharedCache};
 use super::settlement::Settlement;
-use super::{disposed, guarded};
+use super::{caught, disposed, guarded, task_error, Result};
 use crate::candidates::Candidates;
 use crate::chat_template::ChatMessage;
 use crate::error::{Error, ErrorKind};
@@ -117,21 +117,24 @@ pub struct LoadTask {
 }
 
 impl Task for LoadTask {
-    type Output = LoadedModel;
+    /// The engine's result, turned into a JS error with its code by `resolve` (napi-rs lets
+    /// `compute` fail with its own status only).
+    type Output = crate::Result<LoadedModel>;
     type JsValue = NativeModel;
 
-    fn compute(&mut self) -> napi::Result<LoadedModel> {
+    fn compute(&mut self) -> napi::Result<Self::Output> {
         let progress = self.progress.take();
-        guarded(|| {
+        Ok(caught(|| {
             crate::load_on(&self.path, self.placement, &mut |f| {
                 if let Some(p) = &progress {
                     p.call(f, ThreadsafeFunctionCallMode::NonBlocking);
                 }
             })
-        })
+        }))
     }
 
-    fn resolve(&mut self, _env: Env, loaded: LoadedModel) -> napi::Result<NativeModel> {
+    fn resolve(&mut self, env: Env, loaded: Self::Output) -> napi::Result<NativeModel> {
+        let loaded = loaded.map_err(|e| task_error(&env, e))?;
         let activations = match self.placement {
             crate::Placement::Cpu { activations } => Some(activations.name()),
             crate::Placement::Cuda { .. } => None,
@@ -149,7 +152,7 @@ pub fn has_cuda() -> bool {
 /// Loads a model off the JS thread. `threads` sizes candle's thread pools; pools are created
 /// once per process, so only the first load's value counts. `device` is "cpu" (default) or
 /// "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in; `activations`
-/// ("f32" or "q8"; when absent, `Activations::preferred()`) what a CPU model multiplies
+/// ("f32" or "q8"; when absent, `Placement::default()`'s) what a CPU model multiplies
 /// Q8_0/Q4_0 weights by.
 #[napi(ts_return_type = "Promise<NativeModel>")]
 pub fn load_model(
@@ -159,7 +162,7 @@ pub fn load_model(
     device: Option<String>,
     dtype: Option<String>,
     activations: Option<String>,
-) -> napi::Result<AsyncTask<LoadTask>> {
+) -> Result<AsyncTask<LoadTask>> {
     let placement = crate::Placement::parse(device.as_deref(), dtype.as_deref(), activations.as_deref()).map_err(super::to_napi)?;
     if let Some(n) = threads.filter(|&n| n > 0) {
         for var in ["RAYON_NUM_THREADS", "CANDLE_NUM_THREADS"] {
@@ -249,13 +252,13 @@ impl ForwardPass {
     }
 
     /// The pass itself, on a pool thread; returns the logits unless they went into a buffer.
-    fn run(&mut self) -> napi::Result<Vec<f32>> {
+    fn run(&mut self) -> Result<Vec<f32>> {
         let shared = self.cache.clone();
         shared.with(|cache| self.run_on(cache))
     }
 
     /// The pass, with the cache's lock held.
-    fn run_on(&mut self, cache: &mut KvCache) -> napi::Result<Vec<f32>> {
+    fn run_on(&mut self, cache: &mut KvCache) -> Result<Vec<f32>> {
         if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
             return Err(super::to_napi(Error::new(ErrorKind::Aborted, "the forward pass was cancelled")));
         }
@@ -298,7 +301,7 @@ pub struct NativeModel {
 }
 
 impl NativeModel {
-    fn get(&self) -> napi::Result<Arc<LoadedModel>> {
+    fn get(&self) -> Result<Arc<LoadedModel>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| disposed("model"))
     }
 }
@@ -306,7 +309,7 @@ impl NativeModel {
 #[napi]
 impl NativeModel {
     #[napi]
-    pub fn info(&self) -> napi::Result<NativeModelInfo> {
+    pub fn info(&self) -> Result<NativeModelInfo> {
         let m = self.get()?;
         let (c, t) = (&m.model.config, &m.tokenizer);
         Ok(NativeModelInfo {
@@ -330,7 +333,7 @@ impl NativeModel {
     }
 
     #[napi]
-    pub fn encode(&self, text: String, special: bool, add_bos: bool) -> napi::Result<Uint32Array> {
+    pub fn encode(&self, text: String, special: bool, add_bos: bool) -> Result<Uint32Array> {
         let m = self.get()?;
         guarded(|| m.tokenizer.encode(&text, special, add_bos)).map(Uint32Array::new)
     }
@@ -338,19 +341,19 @@ impl NativeModel {
     /// Every token's bytes at once (see `Tokenizer::byte_table`), so streaming text needs no
     /// call into native code per token.
     #[napi]
-    pub fn token_bytes(&self) -> napi::Result<NativeTokenBytes> {
+    pub fn token_bytes(&self) -> Result<NativeTokenBytes> {
         let (bytes, offsets) = self.get()?.tokenizer.byte_table();
         Ok(NativeTokenBytes { bytes: Buffer::from(bytes), offsets: Uint32Array::new(offsets) })
     }
 
     #[napi]
-    pub fn decode(&self, ids: Uint32Array) -> napi::Result<String> {
+    pub fn decode(&self, ids: Uint32Array) -> Result<String> {
         let m = self.get()?;
         guarded(|| m.tokenizer.decode(&ids))
     }
 
     #[napi]
-    pub fn apply_chat_template(&self, messages: Vec<NativeChatMessage>, add_generation_prompt: bool) -> napi::Result<String> {
+    pub fn apply_chat_template(&self, messages: Vec<NativeChatMessage>, add_generation_prompt: bool) -> Result<String> {
         let m = self.get()?;
         let messages: Vec<ChatMessage> = messages.into_iter().map(|m| ChatMessage { role: m.role, content: m.content }).collect();
         guarded(|| {
@@ -369,7 +372,7 @@ impl NativeModel {
         &self,
         messages: Vec<NativeConversationMessage>,
         max_tokens: Option<u32>,
-    ) -> napi::Result<NativeRenderedConversation> {
+    ) -> Result<NativeRenderedConversation> {
         let m = self.get()?;
         guarded(|| {
             let (ids, mask) = render::render_conversation(&m.tokenizer, &conversation(messages)?, max_tokens.unwrap_or(2048) as usize)?;
@@ -380,13 +383,13 @@ impl NativeModel {
     /// nanochat's prompt for the assistant's reply: the conversation without its final
     /// assistant message, then `<|assistant_start|>`.
     #[napi]
-    pub fn render_for_completion(&self, messages: Vec<NativeConversationMessage>) -> napi::Result<Uint32Array> {
+    pub fn render_for_completion(&self, messages: Vec<NativeConversationMessage>) -> Result<Uint32Array> {
         let m = self.get()?;
         guarded(|| render::render_for_completion(&m.tokenizer, &conversation(messages)?)).map(Uint32Array::new)
     }
 
     #[napi]
-    pub fn create_cache(&self, batch_size: u32, capacity: u32, kv_type: Option<String>) -> napi::Result<NativeKvCache> {
+    pub fn create_cache(&self, batch_size: u32, capacity: u32, kv_type: Option<String>) -> Result<NativeKvCache> {
         let m = self.get()?;
         guarded(|| m.model.new_cache_as(batch_size as usize, capacity as usize, crate::KvType::parse(kv_type.as_deref())?))
             .map(NativeKvCache::new)
@@ -410,7 +413,7 @@ impl NativeModel {
         tokens: Vec<Uint32Array>,
         cancel: Option<&NativeCancelToken>,
         options: NativeForwardOptions,
-    ) -> napi::Result<Object<'env>> {
+    ) -> Result<Object<'env>> {
         let NativeForwardOptions { all_logits, logits, logits_into, candidates, candidate_ids, candidate_logits, steps } = options;
         let model = self.get()?;
         let steps = steps.unwrap_or(1).max(1) as usize;
@@ -451,7 +454,7 @@ impl NativeModel {
     }
 
     #[napi]
-    pub fn stats(&self) -> napi::Result<NativeModelStats> {
+    pub fn stats(&self) -> Result<NativeModelStats> {
         let m = self.get()?;
         Ok(NativeModelStats {
             forward_calls: m.model.stats().forward_calls.load(Ordering::Relaxed) as f64,

@@ -15,8 +15,11 @@ use std::ptr;
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{sys, Env};
 
+use super::{napi_failed, Result};
+use crate::error::{Error, ErrorKind};
+
 /// What makes a promise's value (or its error) on the JS thread.
-type Job = Box<dyn FnOnce(sys::napi_env) -> napi::Result<sys::napi_value> + Send>;
+type Job = Box<dyn FnOnce(sys::napi_env) -> Result<sys::napi_value> + Send>;
 /// A job with the promise it settles, as queued to the JS thread.
 type Settle = Box<dyn FnOnce(sys::napi_env) + Send>;
 
@@ -42,7 +45,7 @@ unsafe impl Send for Settlement {}
 
 impl Settlement {
     /// A new promise and its settlement; on the JS thread.
-    pub fn new(env: &Env) -> napi::Result<(Self, Object<'_>)> {
+    pub fn new(env: &Env) -> Result<(Self, Object<'_>)> {
         let channel = channel(env)?;
         let (mut deferred, mut promise) = (ptr::null_mut(), ptr::null_mut());
         check(unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) }, "create a promise")?;
@@ -56,14 +59,13 @@ impl Settlement {
     }
 
     /// Resolves with what `value` makes on the JS thread, or rejects with its error.
-    pub fn settle<T: ToNapiValue>(mut self, value: impl FnOnce() -> napi::Result<T> + Send + 'static) {
+    pub fn settle<T: ToNapiValue>(mut self, value: impl FnOnce() -> Result<T> + Send + 'static) {
         self.settled = true;
         self.queue(Box::new(move |env| {
-            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(value)).unwrap_or_else(|_| {
-                Err(napi::Error::from_reason("[INTERNAL] kvengine panicked while building a result; please report this"))
-            });
+            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(value))
+                .unwrap_or_else(|_| Err(internal("kvengine panicked while building a result; please report this")));
             // SAFETY: on the JS thread, inside the handle scope Node opens for `call_js`.
-            made.and_then(|v| unsafe { T::to_napi_value(env, v) })
+            made.and_then(|v| unsafe { T::to_napi_value(env, v) }.map_err(napi_failed))
         }));
     }
 
@@ -94,15 +96,13 @@ impl Settlement {
 impl Drop for Settlement {
     fn drop(&mut self) {
         if !self.settled {
-            self.queue(Box::new(|_| {
-                Err(napi::Error::from_reason("[INTERNAL] the forward pass ended without a result; please report this"))
-            }));
+            self.queue(Box::new(|_| Err(internal("the forward pass ended without a result; please report this"))));
         }
     }
 }
 
 /// This thread's settling function, made on first use.
-fn channel(env: &Env) -> napi::Result<sys::napi_threadsafe_function> {
+fn channel(env: &Env) -> Result<sys::napi_threadsafe_function> {
     let made = CHANNEL.get();
     if !made.is_null() {
         return Ok(made);
@@ -159,10 +159,14 @@ unsafe extern "C" fn forget_channel(_env: sys::napi_env, _data: *mut c_void, _hi
     PENDING.set(0);
 }
 
-fn check(status: sys::napi_status, what: &str) -> napi::Result<()> {
+fn check(status: sys::napi_status, what: &str) -> Result<()> {
     if status == sys::Status::napi_ok {
         Ok(())
     } else {
-        Err(napi::Error::from_reason(format!("[INTERNAL] could not {what} (N-API status {status})")))
+        Err(internal(&format!("could not {what} (N-API status {status})")))
     }
+}
+
+fn internal(message: &str) -> napi::Error<ErrorKind> {
+    super::to_napi(Error::internal(message))
 }

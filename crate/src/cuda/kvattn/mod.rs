@@ -4,12 +4,14 @@
 //! read straight from the H_kv cached heads.
 //!
 //! On the CPU the ops run `reference` (the semantics, written plainly); with the `cuda` feature
-//! they run our kernel (`crate::cuda::kvattn`) on CUDA tensors.
+//! they run our kernel (`launch`) on CUDA tensors.
 
 use candle_core::{CpuStorage, CustomOp3, Device, InplaceOp2, Layout, Shape, Tensor};
 
 use crate::error::{Error, Result};
 
+#[cfg(feature = "cuda")]
+mod launch;
 pub mod reference;
 #[cfg(test)]
 mod tests;
@@ -207,7 +209,7 @@ impl InplaceOp2 for Append<'_> {
         new_l: &Layout,
     ) -> candle_core::Result<()> {
         let (dims, at) = self.slab_dims(dst_l)?;
-        crate::cuda::kvattn::append(dst, at, (new, new_l), dims, self.plan)
+        launch::append(dst, at, (new, new_l), dims, self.plan)
     }
 }
 
@@ -273,7 +275,7 @@ impl CustomOp3 for Attend<'_> {
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         let (dims, k_at) = self.slab_dims(k_l)?;
         let (_, v_at) = layer_slab(v_l, self.layer)?;
-        let out = crate::cuda::kvattn::attend((q, q_l), (k, k_at), (v, v_at), dims, self.plan, &self.params)?;
+        let out = launch::attend((q, q_l), (k, k_at), (v, v_at), dims, self.plan, &self.params)?;
         Ok((out, q_l.shape().clone()))
     }
 }

@@ -1,4 +1,4 @@
-//! Launches `kvattn.cu` for the ops in `crate::kvattn`: picks the kernel for the dtype and head
+//! Launches `kvattn.cu` for the ops in `super`: picks the kernel for the dtype and head
 //! dim, the grid from the plan's tiles, and how many key splits fill the GPU.
 
 use candle_core::backend::BackendStorage;
@@ -8,8 +8,8 @@ use candle_core::cuda_backend::{CudaDType, WrapErr};
 use candle_core::{bail, CudaDevice, CudaStorage, DType, Layout, Result, Storage};
 use half::{bf16, f16};
 
-use crate::kvattn::reference::SlabDims;
-use crate::kvattn::{KvAttnParams, KvAttnPlan};
+use super::reference::SlabDims;
+use super::{KvAttnParams, KvAttnPlan};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/kvattn.ptx"));
 const MODULE: &str = "kvengine_kvattn";
