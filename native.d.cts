@@ -16,6 +16,18 @@ export declare class NativeCancelToken {
   get cancelled(): boolean
 }
 
+/** One row's place in its grammar. */
+export declare class NativeConstraint {
+  /** Moves past a token the row took; INVALID_ARGUMENT when the grammar does not allow it. */
+  consume(token: number): void
+  /** Takes back the last `tokens` consumed. */
+  rollback(tokens: number): void
+  /** The grammar is complete and nothing may follow. */
+  get stopped(): boolean
+  /** An independent copy at the same place. */
+  fork(): NativeConstraint
+}
+
 /**
  * A KV store owned by JS. Its passes run one after another through `passes` (see
  * `pass_queue.rs` for why they must). The getters and `dispose` never wait for one; the row
@@ -29,6 +41,11 @@ export declare class NativeKvCache {
   get capacity(): number
   get sizeBytes(): number
   get kvType(): string
+  /**
+   * Sets the grammar row `row`'s next tokens must fit, or frees the row (null); passes from
+   * then on mask that row's logits.
+   */
+  setConstraint(row: number, constraint?: NativeConstraint | undefined | null): void
   copyRow(src: number, dst: number): void
   reset(): void
   resetRow(row: number): void
@@ -72,6 +89,12 @@ export declare class NativeModel {
    * the cache's earlier passes.
    */
   forward(cache: NativeKvCache, tokens: Array<Uint32Array>, cancel: NativeCancelToken | undefined | null, options: NativeForwardOptions): Promise<Float32Array | null>
+  /**
+   * Compiles a grammar against this model's vocabulary off the JS thread: `kind` is
+   * "jsonSchema" (JSON text), "grammar" (Lark) or "regex". The first call also builds the
+   * vocabulary's token trie.
+   */
+  compileGrammar(kind: string, text: string): Promise<NativeConstraint>
   stats(): NativeModelStats
   /** Drops the weights now; a forward pass already running keeps them until it finishes. */
   dispose(): void

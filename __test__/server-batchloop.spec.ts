@@ -48,6 +48,8 @@ class RecordingSink implements JobSink {
 
   finish(): void {}
 
+  logprobs(): void {}
+
   done(usage: Usage): void {
     this.usage = usage
     this.#end()
@@ -66,7 +68,7 @@ class RecordingSink implements JobSink {
 
 function job(prompt: number[], sink: JobSink, { n = 1, maxTokens = 16 } = {}): Job {
   const sampling = { temperature: 0, topK: 0, topP: 1, minP: 0, seed: 0 }
-  return { prompt, n, maxTokens, sampling, stop: [], sink, submittedAt: performance.now(), cancelled: false }
+  return { prompt, n, maxTokens, sampling, stop: [], grammar: null, logprobs: null, sink, submittedAt: performance.now(), cancelled: false }
 }
 
 function startLoop(rows: number, prefillChunk?: number) {

@@ -5,6 +5,8 @@ import type { ForwardModel } from './ForwardModel.js'
 import type { GenerateOptions } from './GenerateOptions.js'
 import type { GenerateStep } from './GenerateStep.js'
 import type { GeneratedRow } from './GeneratedRow.js'
+import type { Grammar } from './Grammar.js'
+import type { GrammarSpec } from './GrammarSpec.js'
 import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
 import { Model, type ForwardResult } from './Model.js'
@@ -40,6 +42,10 @@ const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
   signal: true,
   cache: true,
   multiStep: true,
+  jsonSchema: true,
+  grammar: true,
+  regex: true,
+  logprobs: true,
   maxMemory: true,
 }
 
@@ -61,6 +67,10 @@ interface Plan {
   tools: ToolRunner | null
   /** Greedy passes per call into the engine. */
   multiStep: number
+  /** What every row's output must match, or null. */
+  grammar: GrammarSpec | null
+  /** Top tokens to report with each sampled token's log-probability; null for none. */
+  logprobs: number | null
 }
 
 /** A decode call started before its steps were handed out: the rows it feeds, and its passes. */
@@ -78,6 +88,10 @@ interface LastCall {
   fedRows: number
   passes: number
 }
+
+const GRAMMAR_OPTIONS = ['jsonSchema', 'grammar', 'regex'] as const
+/** OpenAI's limit on top_logprobs. */
+const MAX_TOP_LOGPROBS = 20
 
 /** Default `multiStep`: greedy passes per call into the engine. */
 const DEFAULT_MULTI_STEP = 4
@@ -121,21 +135,23 @@ export class Engine<M extends ForwardModel = Model> {
     const capacity = this.#checkCache(plan, options)
     const seed = sampling.seed ?? Math.floor(Math.random() * 2 ** 32)
     const rowCount = plan.rowCount
-    const rows = Array.from(
-      { length: rowCount },
-      (_, r) => new RowState(new Sampler(sampling, Rng.forRow(seed, r)), this.model.tokenizer.createDecoder(), options.stop ?? [], plan.tools),
-    )
+    const grammar = plan.grammar && (await this.#compile(plan.grammar))
+    const rows = Array.from({ length: rowCount }, (_, r) => {
+      const constraint = grammar && (r === 0 ? grammar : grammar.fork())
+      return new RowState(new Sampler(sampling, Rng.forRow(seed, r)), this.model.tokenizer.createDecoder(), options.stop ?? [], plan.tools, constraint)
+    })
     const vocab = this.model.info.vocabSize
     // Greedy and top-k rows sample from each row's few highest logits, picked natively, and need
     // no logits; others get every step's logits in one array (nothing per step for the GC).
-    const wanted = rows[0].sampler.candidatesWanted(vocab)
+    const wanted = plan.logprobs === null ? rows[0].sampler.candidatesWanted(vocab) : 0
     const perRow = Math.min(wanted, vocab)
     const multiStep = wanted === 1 ? plan.multiStep : 1
     const picks = rowCount * perRow * multiStep
+    const constraints = grammar ? rows.map((s) => s.constraint) : undefined
     const forwardOptions =
       wanted > 0
-        ? { signal: options.signal, candidates: wanted, logits: false, candidatesInto: new Candidates(new Uint32Array(picks), new Float32Array(picks), perRow) }
-        : { signal: options.signal, logitsInto: new Float32Array(rowCount * vocab) }
+        ? { signal: options.signal, constraints, candidates: wanted, logits: false, candidatesInto: new Candidates(new Uint32Array(picks), new Float32Array(picks), perRow) }
+        : { signal: options.signal, constraints, logitsInto: new Float32Array(rowCount * vocab) }
     const lengths = new BurstLedger(rowCount)
     let inFlight: InFlightPass | undefined
     // Last, so that nothing between taking the cache and the `finally` that gives it back can throw.
@@ -229,17 +245,19 @@ export class Engine<M extends ForwardModel = Model> {
   /** Each row's token for one pass (forced, or sampled), accepted into its state. */
   #takeStep(rows: RowState[], plan: Plan, lengths: BurstLedger, last: LastCall, firstRow: number): GenerateStep {
     const vocab = this.model.info.vocabSize
-    const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [] }
+    const step: GenerateStep = { tokenColumn: [], tokenMasks: [], text: [], finished: [], ...(plan.logprobs !== null && { logprobs: [] }) }
     for (const [r, state] of rows.entries()) {
       if (state.completed) {
         step.tokenColumn.push(-1)
         step.tokenMasks.push(0)
         step.text.push('')
         step.finished.push(null)
+        step.logprobs?.push(null)
         continue
       }
       const limit = Math.min(plan.maxTokens, this.model.info.contextLength - lengths.prefilled(r))
-      const { token, mask, text } = state.takeToken(last, firstRow + last.logitRow[r], vocab, plan.stopTokens, limit)
+      const { token, mask, text, logprobs } = state.takeToken(last, firstRow + last.logitRow[r], vocab, plan.stopTokens, limit, plan.logprobs)
+      step.logprobs?.push(logprobs)
       step.tokenColumn.push(token)
       step.tokenMasks.push(mask)
       step.text.push(text)
@@ -252,7 +270,7 @@ export class Engine<M extends ForwardModel = Model> {
   async generateBatch(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions<ReturnType<M['createCache']>> = {}): Promise<GeneratedRow[]> {
     let rows: RowState[] = []
     for await (const { states } of this.#run(prompt, options)) rows = states
-    return rows.map((s) => ({ tokens: s.tokens, masks: s.masks, text: s.text, finishReason: s.finishReason ?? 'length' }))
+    return rows.map((s) => ({ tokens: s.tokens, masks: s.masks, text: s.text, finishReason: s.finishReason ?? 'length', ...(options.logprobs !== undefined && { logprobs: s.logprobs }) }))
   }
 
   #plan(prompt: ArrayLike<number> | ArrayLike<number>[], options: GenerateOptions<RowCache>): Plan {
@@ -290,7 +308,18 @@ export class Engine<M extends ForwardModel = Model> {
     if (maxMemory !== undefined && (typeof maxMemory !== 'number' || !(maxMemory > 0))) {
       throw new KvEngineError('INVALID_ARGUMENT', `maxMemory must be a number of bytes > 0 (Infinity for no limit), got ${String(maxMemory)}`)
     }
-    return { prompts, numSamples, rowCount, maxTokens, reserve, stopTokens, tools: this.#toolRunner(options.tools), multiStep }
+    const grammar = grammarOf(options)
+    const logprobs = options.logprobs ?? null
+    if (logprobs !== null) checkInteger('logprobs', logprobs, 0, MAX_TOP_LOGPROBS)
+    // A grammar's rows decode one pass per call (a burst's later passes would feed tokens no mask
+    // had checked), and so do rows reporting log-probabilities (they need each pass's logits).
+    const onePass = grammar !== null || logprobs !== null
+    return { prompts, numSamples, rowCount, maxTokens, reserve, stopTokens, tools: grammar ? null : this.#toolRunner(options.tools), multiStep: onePass ? 1 : multiStep, grammar, logprobs }
+  }
+
+  async #compile(spec: GrammarSpec): Promise<Grammar> {
+    if (!this.model.compileGrammar) throw new KvEngineError('UNSUPPORTED', 'this model cannot compile grammars, so jsonSchema, grammar and regex are not available')
+    return this.model.compileGrammar(spec)
   }
 
   /** Tools are on by default only for nanochat's vocabulary, whose models were taught the calculator. */
@@ -402,4 +431,15 @@ export class Engine<M extends ForwardModel = Model> {
   #throwIfAborted(signal?: AbortSignal): void {
     if (signal?.aborted) throw new KvEngineError('ABORTED', 'generation was aborted')
   }
+}
+
+/** The one of `jsonSchema`, `grammar` and `regex` given, as a spec; null for none. */
+function grammarOf(options: GenerateOptions<RowCache>): GrammarSpec | null {
+  const given = GRAMMAR_OPTIONS.filter((key) => options[key] !== undefined)
+  if (given.length > 1) throw new KvEngineError('INVALID_ARGUMENT', `give one of jsonSchema, grammar and regex, not ${given.join(' and ')}`)
+  if (given.length === 0) return null
+  if (options.tools !== undefined && options.tools !== false) {
+    throw new KvEngineError('INVALID_ARGUMENT', `tools cannot be combined with ${given[0]}: a tool's answer is forced into the row, outside the grammar`)
+  }
+  return { [given[0]]: options[given[0]] } as GrammarSpec
 }

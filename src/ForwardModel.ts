@@ -1,4 +1,6 @@
 import type { CacheOptions } from './CacheOptions.js'
+import type { Grammar } from './Grammar.js'
+import type { GrammarSpec } from './GrammarSpec.js'
 import type { ForwardOptions, ForwardResult } from './Model.js'
 import type { ModelInfo } from './ModelInfo.js'
 import type { RowCache } from './RowCache.js'
@@ -18,4 +20,6 @@ export interface ForwardModel<C extends RowCache = RowCache> {
   createCache(batchSize: number, capacity: number): C
   /** Bytes of K and V `createCache(batchSize, capacity)` would hold. */
   cacheBytes(batchSize: number, capacity: number, options?: CacheOptions): number
+  /** As `Model.compileGrammar`; a model without it cannot run `jsonSchema`, `grammar` or `regex`. */
+  compileGrammar?(spec: GrammarSpec): Promise<Grammar>
 }

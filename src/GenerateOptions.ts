@@ -59,4 +59,23 @@ export interface GenerateOptions<C extends RowCache = KvCache> extends SamplingO
    * `Infinity` turns both checks off.
    */
   maxMemory?: number
+  /**
+   * A JSON Schema every row's output must match (an object, or its JSON text): each step's
+   * logits are masked to the tokens the schema allows next, whatever the sampler, and a row
+   * ends once the value is complete. Written compactly unless the schema sets llguidance's
+   * `x-guidance` options. One of `jsonSchema`, `grammar` and `regex`; not with `tools`, and
+   * greedy rows then decode one pass per call (`multiStep` has no effect).
+   */
+  jsonSchema?: object | string
+  /** As `jsonSchema`, for a Lark grammar in llguidance's dialect (its `start` rule is the output). */
+  grammar?: string
+  /** As `jsonSchema`, for a regular expression the whole output matches. */
+  regex?: string
+  /**
+   * Report each sampled token's log-probability (`GenerateStep.logprobs`), with this many of the
+   * step's most likely tokens (0 to 20): log-softmax of the logits it was drawn from, before
+   * temperature, top-k or top-p. The rows then read whole logits rather than native candidates,
+   * and greedy rows run one pass per call.
+   */
+  logprobs?: number
 }

@@ -1,4 +1,5 @@
 import type { FinishReason } from './FinishReason.js'
+import type { TokenLogprobs } from './TokenLogprobs.js'
 
 /** One step of generation: one entry per row (rows are prompt-major: prompt p, sample s is row
  * p * numSamples + s), as nanochat's Engine yields its token column. */
@@ -11,4 +12,7 @@ export interface GenerateStep {
   text: string[]
   /** Why a row ended, on the step it ended; null otherwise. */
   finished: (FinishReason | null)[]
+  /** With `GenerateOptions.logprobs`: each row's sampled token's log-probability and the step's
+   * most likely tokens; null where the token was forced or the row had finished. */
+  logprobs?: (TokenLogprobs | null)[]
 }

@@ -1,4 +1,5 @@
 import type { FinishReason } from './FinishReason.js'
+import type { TokenLogprobs } from './TokenLogprobs.js'
 
 export interface GeneratedRow {
   /** Generated tokens, without the ending end-of-turn token. */
@@ -7,4 +8,6 @@ export interface GeneratedRow {
   masks: number[]
   text: string
   finishReason: FinishReason
+  /** With `GenerateOptions.logprobs`: per token, its log-probabilities (null where forced). */
+  logprobs?: (TokenLogprobs | null)[]
 }

@@ -1,4 +1,5 @@
 import { checkInteger } from './checkInteger.js'
+import type { Grammar } from './Grammar.js'
 import type { NativeKvCache } from './native.js'
 import { callNative } from './native.js'
 
@@ -11,6 +12,8 @@ import { callNative } from './native.js'
 export class KvCache {
   /** @internal */
   readonly native: NativeKvCache
+  /** What each row's passes are constrained by, as last told to the addon. */
+  readonly #constraints: (Grammar | null)[] = []
 
   /** @internal */
   constructor(native: NativeKvCache) {
@@ -64,6 +67,19 @@ export class KvCache {
     const held = this.seqlens[row]
     checkInteger('length', length, 0, held, ` (row ${row} holds ${held} positions; a row is only cut back)`)
     callNative(() => this.native.truncateRow(row, length))
+  }
+
+  /**
+   * @internal Makes each row's constraint for the passes to come `constraints[row]` (none past
+   * the array's end), telling the addon only what changed.
+   */
+  constrain(constraints: ReadonlyArray<Grammar | null | undefined>): void {
+    for (let row = 0; row < this.#constraints.length || row < constraints.length; row++) {
+      const next = constraints[row] ?? null
+      if ((this.#constraints[row] ?? null) === next) continue
+      callNative(() => this.native.setConstraint(row, next?.native ?? null))
+      this.#constraints[row] = next
+    }
   }
 
   #checkRow(name: string, row: number): void {

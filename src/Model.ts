@@ -1,6 +1,8 @@
 import { stat } from 'node:fs/promises'
 
 import { Candidates } from './Candidates.js'
+import { Grammar } from './Grammar.js'
+import type { GrammarSpec } from './GrammarSpec.js'
 import type { CacheOptions } from './CacheOptions.js'
 import type { ChatMessage } from './ChatMessage.js'
 import { checkInteger } from './checkInteger.js'
@@ -72,7 +74,16 @@ export interface ForwardOptions {
    * On error or abort every row is rewound to where it was.
    */
   greedySteps?: number
+  /**
+   * Per cache row, the grammar its next token must fit (`compileGrammar()`), or null for a free
+   * row: the pass sets every logit the grammar does not allow to -Infinity before candidates are
+   * picked, so any sampler draws only allowed tokens. Constrained rows need one pass per call
+   * (`greedySteps` 1) and the last logits per row (no `allLogits`).
+   */
+  constraints?: ReadonlyArray<Grammar | null | undefined>
 }
+
+const GRAMMAR_KINDS = ['jsonSchema', 'grammar', 'regex'] as const
 
 /** The most passes one `forward` call runs with `greedySteps`. */
 const MAX_GREEDY_STEPS = 64
@@ -87,6 +98,7 @@ const FORWARD_OPTIONS: Record<keyof ForwardOptions, true> = {
   candidatesInto: true,
   logits: true,
   greedySteps: true,
+  constraints: true,
 }
 
 export interface ForwardResult {
@@ -227,6 +239,7 @@ export class Model {
       throw new KvEngineError('INVALID_ARGUMENT', 'logits must be a boolean, and logitsInto needs logits')
     }
     const { signal, logitsInto: into } = options
+    this.#applyConstraints(cache, options.constraints, steps, allLogits)
     if (signal?.aborted) throw new KvEngineError('ABORTED', 'the signal was already aborted')
     const token = signal ? new native.NativeCancelToken() : undefined
     const onAbort = token && (() => token.cancel())
@@ -253,6 +266,36 @@ export class Model {
       rows: logitRows,
       ...(picked && { candidates: picked }),
     }
+  }
+
+  /**
+   * Compiles a grammar against this model's vocabulary, off the JS thread (the first one also
+   * indexes the vocabulary, a few hundred milliseconds on 49k tokens). A schema, grammar or
+   * expression llguidance cannot compile is an `INVALID_ARGUMENT` error saying why.
+   */
+  async compileGrammar(spec: GrammarSpec): Promise<Grammar> {
+    const keys = spec !== null && typeof spec === 'object' ? Object.keys(spec) : []
+    const kind = keys[0]
+    if (keys.length !== 1 || !GRAMMAR_KINDS.includes(kind as (typeof GRAMMAR_KINDS)[number])) {
+      throw new KvEngineError('INVALID_ARGUMENT', `a grammar is one of { jsonSchema }, { grammar } or { regex }, got ${keys.length === 0 ? String(spec) : `{ ${keys.join(', ')} }`}`)
+    }
+    const value = (spec as Record<string, unknown>)[kind]
+    const text = kind === 'jsonSchema' && typeof value === 'object' && value !== null ? JSON.stringify(value) : value
+    if (typeof text !== 'string') throw new KvEngineError('INVALID_ARGUMENT', `${kind} must be a ${kind === 'jsonSchema' ? 'schema object or its JSON text' : 'string'}, got ${typeof value}`)
+    return new Grammar(await awaitNative(() => this.#native.compileGrammar(kind, text)))
+  }
+
+  /** Sets each row's constraint on the cache for this pass (a cache remembers only changes). */
+  #applyConstraints(cache: KvCache, constraints: ForwardOptions['constraints'], steps: number, allLogits: boolean): void {
+    if (constraints !== undefined) {
+      if (!Array.isArray(constraints) || constraints.length !== cache.batchSize || constraints.some((c) => c != null && !(c instanceof Grammar))) {
+        throw new KvEngineError('INVALID_ARGUMENT', `constraints must be an array of one Grammar or null per cache row (${cache.batchSize})`)
+      }
+      if (constraints.some((c) => c != null) && (steps > 1 || allLogits)) {
+        throw new KvEngineError('INVALID_ARGUMENT', 'constrained rows need one pass per call (greedySteps 1) and the last logits per row (no allLogits)')
+      }
+    }
+    cache.constrain(constraints ?? [])
   }
 
   /** Where a pass's candidates go: the caller's `candidatesInto` when it fits, else fresh arrays. */

@@ -1,5 +1,8 @@
 import type { Candidates } from './Candidates.js'
 import type { FinishReason } from './FinishReason.js'
+import type { Grammar } from './Grammar.js'
+import { computeLogprobs } from './computeLogprobs.js'
+import type { TokenLogprobs } from './TokenLogprobs.js'
 import type { IncrementalDecoder } from './IncrementalDecoder.js'
 import type { Sampler } from './Sampler.js'
 import { StopMatcher } from './StopMatcher.js'
@@ -13,9 +16,13 @@ import type { ToolRunner } from './ToolRunner.js'
 export class RowState {
   readonly tokens: number[] = []
   readonly masks: number[] = []
+  /** With `logprobs`: per token in `tokens`, its log-probabilities (null for a forced token). */
+  readonly logprobs: (TokenLogprobs | null)[] = []
   text = ''
   finishReason: FinishReason | null = null
   readonly sampler: Sampler
+  /** The grammar the row's output must match (its logits arrive masked to it), or null. */
+  readonly constraint: Grammar | null
   readonly #decoder: IncrementalDecoder
   readonly #stops: StopMatcher
   readonly #tools: ToolRunner | null
@@ -26,8 +33,9 @@ export class RowState {
   #callStart = -1
   readonly #callTokens: number[] = []
 
-  constructor(sampler: Sampler, decoder: IncrementalDecoder, stop: string[], tools: ToolRunner | null = null) {
+  constructor(sampler: Sampler, decoder: IncrementalDecoder, stop: string[], tools: ToolRunner | null = null, constraint: Grammar | null = null) {
     this.sampler = sampler
+    this.constraint = constraint
     this.#decoder = decoder
     this.#stops = new StopMatcher(stop)
     this.#tools = tools
@@ -63,16 +71,29 @@ export class RowState {
    * loop both call it): the token a tool's answer forces, else a sample from row `row` of a
    * pass's `logits` (`vocab` wide) or `candidates`; accepted, and the row finished at a stop
    * token or once it holds `lengthLimit` tokens. Returns the token, its mask (0 forced, 1
-   * sampled) and the text it completes.
+   * sampled) and the text it completes. A constrained row's grammar moves past the token, and
+   * the row ends where the grammar is complete and nothing may follow. With `logprobs` (a count of
+   * top tokens) and whole logits, a sampled token also gets its log-probabilities.
    */
-  takeToken(pass: { logits: Float32Array; candidates?: Candidates }, row: number, vocab: number, stopTokens: ReadonlySet<number>, lengthLimit: number): { token: number; mask: number; text: string } {
+  takeToken(
+    pass: { logits: Float32Array; candidates?: Candidates },
+    row: number,
+    vocab: number,
+    stopTokens: ReadonlySet<number>,
+    lengthLimit: number,
+    logprobs: number | null = null,
+  ): { token: number; mask: number; text: string; logprobs: TokenLogprobs | null } {
     // A forced token overrides the row's sample, so the sample is not even drawn.
     const forced = this.takeForced()
     const token = forced >= 0 ? forced : this.sampler.sample(pass.logits, row * vocab, vocab, pass.candidates, row)
     const mask = forced >= 0 ? 0 : 1
+    const reported = logprobs !== null && mask === 1 ? computeLogprobs(pass.logits, row * vocab, vocab, token, logprobs) : null
+    if (logprobs !== null && !stopTokens.has(token)) this.logprobs.push(reported)
+    this.constraint?.consume(token)
     let text = this.accept(token, mask, stopTokens.has(token))
+    if (!this.completed && this.constraint?.stopped) text += this.finish('stop')
     if (!this.completed && this.tokens.length >= lengthLimit) text += this.finish('length')
-    return { token, mask, text }
+    return { token, mask, text, logprobs: reported }
   }
 
   /** Records a token (mask 1 sampled, 0 forced): returns the text it completes (stop strings withheld). */

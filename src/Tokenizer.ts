@@ -43,10 +43,19 @@ export class Tokenizer {
 
   /** A decoder for streaming: feed tokens one at a time, get back only complete characters. */
   createDecoder(): IncrementalDecoder {
+    return new IncrementalDecoder(this.#table())
+  }
+
+  /** Token `id`'s exact bytes (part of a character, for some): a copy. */
+  tokenBytes(id: number): Uint8Array {
+    return this.#table().of(id).slice()
+  }
+
+  #table(): TokenBytes {
     this.#tokenBytes ??= callNative(() => {
       const { bytes, offsets } = this.#native.tokenBytes()
       return new TokenBytes(bytes, offsets)
     })
-    return new IncrementalDecoder(this.#tokenBytes)
+    return this.#tokenBytes
   }
 }

@@ -7,6 +7,7 @@ use std::time::Instant;
 use crate::candidates::{self, Candidates};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::grammar::Constraint;
 use crate::kv_cache::{KvCache, KvType};
 use crate::model::{ForwardOutput, LogitsFor, Model, ModelStats};
 use crate::nanochat::NanochatModel;
@@ -63,11 +64,13 @@ impl LanguageModel {
     }
 
     pub fn forward(&self, batch: &[Vec<u32>], cache: &mut KvCache, which: LogitsFor, cancel: Option<&AtomicBool>) -> Result<ForwardOutput> {
-        Ok(self.forward_picking(batch, cache, which, cancel, 0)?.0)
+        Ok(self.forward_picking(batch, cache, which, cancel, 0, &mut [])?.0)
     }
 
-    /// `forward`, then each logits row's `candidates` highest logits (see `candidates.rs`; none
-    /// when 0), picked in the same job on the pool: one hand-off per step, not two.
+    /// `forward`, then each constrained row's logits masked to what its grammar allows next
+    /// (`constraints`, by cache row; empty for none), then each logits row's `candidates`
+    /// highest logits (see `candidates.rs`; none when 0), all in the same job on the pool: one
+    /// hand-off per step, not two or three.
     pub fn forward_picking(
         &self,
         batch: &[Vec<u32>],
@@ -75,18 +78,23 @@ impl LanguageModel {
         which: LogitsFor,
         cancel: Option<&AtomicBool>,
         candidates: usize,
+        constraints: &mut [Option<&mut Constraint>],
     ) -> Result<(ForwardOutput, Option<Candidates>)> {
         if cache.is_on_device() != self.on_gpu() {
             return Err(Error::invalid("this KV cache was created for a model on another device"));
         }
+        if constraints.iter().any(Option::is_some) && which != LogitsFor::LastPerRow {
+            return Err(Error::invalid("constraints mask each row's next token: ask for the last logits per row"));
+        }
         let started = Instant::now();
         let out = on_pool(|| {
-            let out = match &self.implementation {
+            let mut out = match &self.implementation {
                 Implementation::Llama(m) => m.forward(batch, cache, which, cancel),
                 Implementation::Nanochat(m) => m.forward(batch, cache, which, cancel),
                 #[cfg(feature = "cuda")]
                 Implementation::LlamaCuda(m) => m.forward(batch, cache, which, cancel),
             }?;
+            mask_rows(&mut out, constraints)?;
             let picked = (candidates > 0).then(|| candidates::top_per_row(&out.logits, out.vocab_size, candidates));
             Ok((out, picked))
         });
@@ -116,7 +124,7 @@ impl LanguageModel {
         let mut fed = batch.to_vec();
         let mut passes = Vec::with_capacity(steps);
         let outcome = (0..steps).try_for_each(|_| {
-            let (_, picked) = self.forward_picking(&fed, cache, LogitsFor::LastPerRow, cancel, per_row)?;
+            let (_, picked) = self.forward_picking(&fed, cache, LogitsFor::LastPerRow, cancel, per_row, &mut [])?;
             let picked = picked.ok_or_else(|| Error::invalid("greedy steps pick no candidates"))?;
             for (tokens, best) in fed.iter_mut().filter(|t| !t.is_empty()).zip(picked.ids.chunks(picked.per_row)) {
                 *tokens = vec![best[0]];
@@ -180,4 +188,18 @@ impl LanguageModel {
 /// worker, a region is picked up by the other workers while they are still spinning for work.
 fn on_pool<R: Send>(pass: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| pass())
+}
+
+/// Masks each logits row whose cache row has a constraint.
+fn mask_rows(out: &mut ForwardOutput, constraints: &mut [Option<&mut Constraint>]) -> Result<()> {
+    if constraints.is_empty() {
+        return Ok(());
+    }
+    let vocab = out.vocab_size;
+    for (logits, &row) in out.logits.chunks_mut(vocab).zip(&out.rows) {
+        if let Some(Some(constraint)) = constraints.get_mut(row as usize) {
+            constraint.mask_logits(logits)?;
+        }
+    }
+    Ok(())
 }

@@ -23,6 +23,7 @@ pub mod convert;
 pub mod cuda;
 pub mod error;
 pub mod gguf;
+pub mod grammar;
 pub mod kv_cache;
 pub mod matmul;
 pub mod model;

@@ -192,6 +192,29 @@ impl Tokenizer {
         self.token_bytes.len()
     }
 
+    /// Every token's bytes, by id.
+    pub fn token_bytes_table(&self) -> Vec<Vec<u8>> {
+        self.token_bytes.clone()
+    }
+
+    /// Tokens that stand for a role or a boundary rather than text (added special tokens,
+    /// control pieces, tiktoken's specials), with BOS and the end-of-generation tokens: what
+    /// constrained decoding keeps grammar text from producing.
+    pub fn special_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = match &self.encoder {
+            Encoder::Hf { with_specials, .. } => {
+                with_specials.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id).collect()
+            }
+            Encoder::Tiktoken(bpe) => bpe.specials().iter().map(|(_, id)| *id).collect(),
+            Encoder::Spm(vocab) => vocab.special_ids().to_vec(),
+            Encoder::Chars(_) => Vec::new(),
+        };
+        ids.extend(self.bos_token.iter().chain(&self.eog_tokens));
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     /// `special`: parse special-token text (as a rendered chat template needs); otherwise all
     /// input is plain text. `add_bos`: prepend BOS when the model has one, unless the text
     /// already starts with it (chat templates such as Gemma's write `{{ bos_token }}` themselves,

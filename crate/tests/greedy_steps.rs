@@ -16,14 +16,14 @@ fn greedy_steps_equal_one_pass_per_call() {
     let (steps, per_row) = (12, 3);
     let mut stepped = m.model.new_cache(2, 128).unwrap();
     let mut burst = m.model.new_cache(2, 128).unwrap();
-    let (_, first) = m.model.forward_picking(&prompts, &mut stepped, LogitsFor::LastPerRow, None, per_row).unwrap();
+    let (_, first) = m.model.forward_picking(&prompts, &mut stepped, LogitsFor::LastPerRow, None, per_row, &mut []).unwrap();
     m.model.forward(&prompts, &mut burst, LogitsFor::LastPerRow, None).unwrap();
     let mut next: Vec<Vec<u32>> = first.unwrap().ids.chunks(per_row).map(|c| vec![c[0]]).collect();
 
     let bursts = m.model.forward_greedy_steps(&next, &mut burst, steps, None, per_row).unwrap();
     assert_eq!(bursts.len(), steps);
     for (step, got) in bursts.iter().enumerate() {
-        let (_, want) = m.model.forward_picking(&next, &mut stepped, LogitsFor::LastPerRow, None, per_row).unwrap();
+        let (_, want) = m.model.forward_picking(&next, &mut stepped, LogitsFor::LastPerRow, None, per_row, &mut []).unwrap();
         let want = want.unwrap();
         assert_eq!(got.ids, want.ids, "step {step}: candidates differ");
         assert!(got.logits == want.logits, "step {step}: candidate logits differ");

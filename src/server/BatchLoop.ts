@@ -1,4 +1,7 @@
 import { KvEngineError } from '../KvEngineError.js'
+import type { Grammar } from '../Grammar.js'
+import type { TokenLogprobs } from '../TokenLogprobs.js'
+import type { ReportedToken } from './ReportedToken.js'
 import type { ForwardResult, Model } from '../Model.js'
 import { generationDefaults } from '../generationDefaults.js'
 import { Rng } from '../Rng.js'
@@ -163,7 +166,12 @@ export class BatchLoop {
 
   #start({ job, rows, reused }: Admission): void {
     const tokenizer = this.#model.tokenizer
-    const states = rows.map((_, i) => new RowState(new Sampler(job.sampling, Rng.forRow(job.sampling.seed, i)), tokenizer.createDecoder(), job.stop, this.#tools))
+    // A grammar's rows take no tools: a tool's answer is forced into the row, outside the grammar.
+    const tools = job.grammar ? null : this.#tools
+    const states = rows.map((_, i) => {
+      const constraint = job.grammar && (i === 0 ? job.grammar : job.grammar.fork())
+      return new RowState(new Sampler(job.sampling, Rng.forRow(job.sampling.seed, i)), tokenizer.createDecoder(), job.stop, tools, constraint)
+    })
     job.sink.onUnblocked = () => this.#wake?.()
     this.#active.push({ job, rows, states, prefilled: reused, feed: rows.map(() => NOTHING), reused, lastTokenAt: null, paused: false })
     this.#metrics.promptTokens += job.prompt.length
@@ -206,10 +214,10 @@ export class BatchLoop {
     const vocab = this.#model.info.vocabSize
     // Enough native-picked candidates for every greedy or top-k job sampled; the others scan the
     // logits, which are handed over only when some job needs them.
-    const wants = sampled.map((a) => a.states[0].sampler.candidatesWanted(vocab))
+    const wants = sampled.map((a) => (a.job.logprobs === null ? a.states[0].sampler.candidatesWanted(vocab) : 0))
     const candidates = Math.max(0, ...wants)
     const logits = wants.some((w) => w === 0) ? { logitsInto: this.#logits } : { logits: false }
-    const result = await this.#model.forward(cache, inputs, { ...logits, ...(candidates > 0 && { candidates }) })
+    const result = await this.#model.forward(cache, inputs, { ...logits, ...(candidates > 0 && { candidates }), constraints: this.#constraints(cache.batchSize) })
     this.#metrics.decodeSteps++
     // On error the cache is left as it was, so the token lists and prefill offsets, advanced
     // only now, still match it.
@@ -238,6 +246,20 @@ export class BatchLoop {
     }
   }
 
+  /** A token's log-probabilities with its text and bytes, as the response reports them. */
+  #reported(token: number, logprobs: TokenLogprobs): ReportedToken {
+    const { tokenizer } = this.#model
+    const entry = (id: number, logprob: number) => ({ token: tokenizer.decode([id]), bytes: Array.from(tokenizer.tokenBytes(id)), logprob })
+    return { ...entry(token, logprobs.logprob), top: logprobs.top.map((e) => entry(e.token, e.logprob)) }
+  }
+
+  /** Each cache row's grammar for this step; a prefilling job's first row is masked for the token its last chunk yields. */
+  #constraints(rows: number): (Grammar | null)[] {
+    const constraints: (Grammar | null)[] = Array.from({ length: rows }, () => null)
+    for (const a of this.#active) a.states.forEach((s, i) => (constraints[a.rows[i]] = s.constraint))
+    return constraints
+  }
+
   /**
    * One token for each unfinished choice of `a`: a tool answer's forced token if one is queued
    * (streamed as text like any other), else a sample. Ends the job when its last choice finishes.
@@ -248,8 +270,9 @@ export class BatchLoop {
     for (const [i, state] of a.states.entries()) {
       if (state.completed) continue
       const before = state.tokens.length
-      const { token, text } = state.takeToken(pass, logitRow[a.rows[i]], vocab, this.#stopTokens, job.maxTokens)
+      const { token, text, logprobs } = state.takeToken(pass, logitRow[a.rows[i]], vocab, this.#stopTokens, job.maxTokens, job.logprobs)
       this.#metrics.generatedTokens += state.tokens.length - before
+      if (logprobs) job.sink.logprobs(i, this.#reported(token, logprobs))
       if (text) job.sink.text(i, text)
       if (state.finishReason) job.sink.finish(i, state.finishReason)
       else a.feed[i] = [token]

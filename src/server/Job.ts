@@ -1,4 +1,6 @@
 import type { FinishReason } from '../FinishReason.js'
+import type { Grammar } from '../Grammar.js'
+import type { ReportedToken } from './ReportedToken.js'
 
 export interface Usage {
   promptTokens: number
@@ -12,6 +14,8 @@ export interface JobSink {
   /** Whole characters of choice `index`, stop strings withheld; never empty. */
   text(index: number, text: string): void
   finish(index: number, reason: FinishReason): void
+  /** A sampled token's log-probabilities, for a job that asked for them; before its text. */
+  logprobs(index: number, token: ReportedToken): void
   /** Every choice has finished; `completionTokens` counts all of them. */
   done(usage: Usage): void
   fail(err: unknown): void
@@ -33,6 +37,10 @@ export interface Job {
   readonly maxTokens: number
   readonly sampling: { temperature: number; topK: number; topP: number; minP: number; seed: number }
   readonly stop: string[]
+  /** The grammar every choice's output must match (each choice takes its own fork), or null. */
+  readonly grammar: Grammar | null
+  /** Top tokens to report with each sampled token's log-probability; null when not asked. */
+  readonly logprobs: number | null
   readonly sink: JobSink
   /** performance.now() at submission, for time to first token. */
   readonly submittedAt: number

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 
 import type { FinishReason } from '../FinishReason.js'
 import type { Usage } from './Job.js'
+import type { ReportedToken } from './ReportedToken.js'
 
 /**
  * OpenAI's response objects for one request, streamed or whole: chat (`delta` / `message`) or
@@ -10,9 +11,14 @@ import type { Usage } from './Job.js'
 export class OpenAiFormat {
   readonly #chat: boolean
   readonly #head: { id: string; object: string; created: number; model: string }
+  /** Whether the request asked for log-probabilities (else every choice says `logprobs: null`). */
+  readonly #logprobs: boolean
+  /** Completions' `text_offset`: characters each choice has reported so far. */
+  readonly #offsets: number[] = []
 
-  constructor(kind: 'chat' | 'completion', model: string) {
+  constructor(kind: 'chat' | 'completion', model: string, logprobs = false) {
     this.#chat = kind === 'chat'
+    this.#logprobs = logprobs
     this.#head = {
       id: `${this.#chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`,
       object: this.#chat ? 'chat.completion.chunk' : 'text_completion',
@@ -31,12 +37,12 @@ export class OpenAiFormat {
     return this.#chat ? this.chunk(index, { role: 'assistant', content: '' }, null, includeUsage) : null
   }
 
-  text(index: number, text: string, includeUsage: boolean): object {
-    return this.chunk(index, this.#chat ? { content: text } : text, null, includeUsage)
+  text(index: number, text: string, includeUsage: boolean, tokens: ReportedToken[] = []): object {
+    return this.chunk(index, this.#chat ? { content: text } : text, null, includeUsage, tokens)
   }
 
-  finish(index: number, reason: FinishReason, includeUsage: boolean): object {
-    return this.chunk(index, this.#chat ? {} : '', reason, includeUsage)
+  finish(index: number, reason: FinishReason, includeUsage: boolean, tokens: ReportedToken[] = []): object {
+    return this.chunk(index, this.#chat ? {} : '', reason, includeUsage, tokens)
   }
 
   /** The extra chunk `stream_options.include_usage` asks for, just before `[DONE]`. */
@@ -44,18 +50,40 @@ export class OpenAiFormat {
     return { ...this.#head, choices: [], usage: usageOf(usage) }
   }
 
-  whole(texts: string[], reasons: FinishReason[], usage: Usage): object {
-    const choices = texts.map((text, index) =>
-      this.#chat
-        ? { index, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: reasons[index] }
-        : { index, text, logprobs: null, finish_reason: reasons[index] },
-    )
+  whole(texts: string[], reasons: FinishReason[], usage: Usage, tokens: ReportedToken[][] = []): object {
+    const choices = texts.map((text, index) => {
+      const logprobs = this.#logprobsOf(index, tokens[index] ?? [])
+      return this.#chat
+        ? { index, message: { role: 'assistant', content: text, refusal: null }, logprobs, finish_reason: reasons[index] }
+        : { index, text, logprobs, finish_reason: reasons[index] }
+    })
     return { ...this.#head, object: this.#chat ? 'chat.completion' : 'text_completion', choices, usage: usageOf(usage) }
   }
 
-  private chunk(index: number, content: object | string, reason: FinishReason | null, includeUsage: boolean): object {
-    const choice = this.#chat ? { index, delta: content, logprobs: null, finish_reason: reason } : { index, text: content, logprobs: null, finish_reason: reason }
+  private chunk(index: number, content: object | string, reason: FinishReason | null, includeUsage: boolean, tokens: ReportedToken[] = []): object {
+    const logprobs = this.#logprobsOf(index, tokens)
+    const choice = this.#chat ? { index, delta: content, logprobs, finish_reason: reason } : { index, text: content, logprobs, finish_reason: reason }
     return includeUsage ? { ...this.#head, choices: [choice], usage: null } : { ...this.#head, choices: [choice] }
+  }
+
+  /** OpenAI's shapes: chat `{ content: [...], refusal }`, completions' parallel lists. */
+  #logprobsOf(index: number, tokens: ReportedToken[]): object | null {
+    if (!this.#logprobs) return null
+    if (this.#chat) {
+      const entry = (t: { token: string; bytes: number[]; logprob: number }) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })
+      return { content: tokens.map((t) => ({ ...entry(t), top_logprobs: t.top.map(entry) })), refusal: null }
+    }
+    const offsets = tokens.map((t) => {
+      const at = this.#offsets[index] ?? 0
+      this.#offsets[index] = at + t.token.length
+      return at
+    })
+    return {
+      tokens: tokens.map((t) => t.token),
+      token_logprobs: tokens.map((t) => t.logprob),
+      top_logprobs: tokens.map((t) => Object.fromEntries(t.top.map((e) => [e.token, e.logprob]))),
+      text_offset: offsets,
+    }
   }
 }
 

@@ -4,6 +4,7 @@ import type { FinishReason } from '../FinishReason.js'
 import { ApiError } from './ApiError.js'
 import type { JobSink, Usage } from './Job.js'
 import type { OpenAiFormat } from './OpenAiFormat.js'
+import type { ReportedToken } from './ReportedToken.js'
 import { SseStream } from './SseStream.js'
 import { sendJson } from './sendJson.js'
 
@@ -29,6 +30,8 @@ export class ResponseSink implements JobSink {
   readonly #includeUsage: boolean
   readonly #texts: string[]
   readonly #reasons: FinishReason[]
+  /** Per choice, reported tokens not yet sent (streamed: until the next chunk; whole: all). */
+  readonly #tokens: ReportedToken[][]
   #sse: SseStream | null = null
   #stalled: NodeJS.Timeout | null = null
 
@@ -38,6 +41,7 @@ export class ResponseSink implements JobSink {
     this.#options = options
     this.#includeUsage = options.stream && options.includeUsage
     this.#texts = Array.from({ length: options.n }, () => '')
+    this.#tokens = Array.from({ length: options.n }, () => [])
     this.#reasons = []
     res.on('drain', () => this.#drained())
     res.once('close', () => this.#drained())
@@ -61,19 +65,24 @@ export class ResponseSink implements JobSink {
     }
   }
 
+  /** A sampled token's log-probabilities; streamed, they go with the next chunk of that choice. */
+  logprobs(index: number, token: ReportedToken): void {
+    this.#tokens[index].push(token)
+  }
+
   text(index: number, text: string): void {
-    if (this.#sse) this.#send(this.#format.text(index, text, this.#includeUsage))
+    if (this.#sse) this.#send(this.#format.text(index, text, this.#includeUsage, this.#takeTokens(index)))
     else this.#texts[index] += text
   }
 
   finish(index: number, reason: FinishReason): void {
-    if (this.#sse) this.#send(this.#format.finish(index, reason, this.#includeUsage))
+    if (this.#sse) this.#send(this.#format.finish(index, reason, this.#includeUsage, this.#takeTokens(index)))
     else this.#reasons[index] = reason
   }
 
   done(usage: Usage): void {
     this.usage = usage
-    if (!this.#sse) return sendJson(this.#res, 200, this.#format.whole(this.#texts, this.#reasons, usage))
+    if (!this.#sse) return sendJson(this.#res, 200, this.#format.whole(this.#texts, this.#reasons, usage, this.#tokens))
     if (this.#includeUsage) this.#send(this.#format.usageChunk(usage))
     this.#sse.end()
   }
@@ -87,6 +96,12 @@ export class ResponseSink implements JobSink {
     }
     this.#send(error.body)
     this.#sse.end()
+  }
+
+  #takeTokens(index: number): ReportedToken[] {
+    const taken = this.#tokens[index]
+    this.#tokens[index] = []
+    return taken
   }
 
   #send(data: unknown): void {

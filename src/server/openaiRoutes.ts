@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { randomInt } from 'node:crypto'
 
+import type { Grammar } from '../Grammar.js'
 import { KvEngineError } from '../KvEngineError.js'
 import type { Model } from '../Model.js'
 import { ApiError } from './ApiError.js'
@@ -55,7 +56,8 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
     throw new ApiError(404, `The model '${request.model}' does not exist: this server serves '${ctx.modelId}'`, { code: 'model_not_found', param: 'model' })
   }
   const prompt = encodePrompt(ctx.model, request, ctx.maxSequence)
-  const format = new OpenAiFormat(kind, ctx.modelId)
+  const grammar = request.jsonSchema && (await compileSchema(ctx.model, request.jsonSchema))
+  const format = new OpenAiFormat(kind, ctx.modelId, request.logprobs !== null)
   const sink = new ResponseSink(res, format, { ...request, maxUnsentBytes: ctx.maxUnsentBytes, writeTimeoutMs: ctx.writeTimeoutMs })
   const job: Job = {
     prompt,
@@ -64,6 +66,8 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
     maxTokens: Math.min(request.maxTokens ?? ctx.defaults.maxTokens, ctx.maxSequence - prompt.length),
     sampling: { ...request.sampling, seed: request.sampling.seed ?? randomInt(2 ** 32) },
     stop: request.stop,
+    grammar,
+    logprobs: request.logprobs,
     sink,
     submittedAt: performance.now(),
     cancelled: false,
@@ -75,6 +79,16 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   const u = sink.usage
   const tokens = u ? `prompt=${u.promptTokens} cached=${u.cachedTokens} completion=${u.completionTokens}` : `prompt=${prompt.length} unfinished`
   note.detail = `n=${job.n} ${tokens} ${format.id}`
+}
+
+/** `response_format`'s schema compiled for this model; one llguidance cannot compile is a 400 naming it. */
+async function compileSchema(model: Model, jsonSchema: object): Promise<Grammar> {
+  try {
+    return await model.compileGrammar({ jsonSchema })
+  } catch (err) {
+    if (err instanceof KvEngineError && err.code === 'INVALID_ARGUMENT') throw ApiError.invalid('response_format.json_schema.schema', err.message)
+    throw err
+  }
 }
 
 function encodePrompt(model: Model, request: ValidRequest, maxSequence: number): number[] {

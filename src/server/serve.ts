@@ -10,6 +10,7 @@ import { ApiError } from './ApiError.js'
 import { BatchLoop } from './BatchLoop.js'
 import { Metrics } from './Metrics.js'
 import { openaiRoutes, type Route } from './openaiRoutes.js'
+import { tokenizeRoutes } from './tokenizeRoutes.js'
 import { isLoopback, RequestGuard } from './RequestGuard.js'
 import { Scheduler } from './Scheduler.js'
 import { sendJson } from './sendJson.js'
@@ -92,6 +93,7 @@ export async function serve(model: Model, options: ServeOptions = {}): Promise<R
       res.end(metrics.render(gauges()))
     },
     ...openaiRoutes({ model, modelId: modelId(model), loop, defaults: settings.defaults, maxSequence: settings.maxSequence, maxUnsentBytes: settings.maxUnsentBytes, writeTimeoutMs: settings.timeout * 1000, startedAt: Math.floor(Date.now() / 1000) }),
+    ...tokenizeRoutes(model),
   }
   const guard = new RequestGuard({ host: settings.host, apiKeys: settings.apiKeys, allowedHosts: options.allowedHosts ?? [], corsOrigins: options.corsOrigins ?? [] })
   // Node checks header and request deadlines on this beat (30 s by default, too coarse for short timeouts).

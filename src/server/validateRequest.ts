@@ -15,6 +15,10 @@ export interface ValidRequest {
   includeUsage: boolean
   stop: string[]
   sampling: { temperature: number; topK: number; topP: number; minP: number; seed?: number }
+  /** The JSON Schema `response_format` asks every choice to match (chat only), or null. */
+  jsonSchema: object | null
+  /** Top tokens to report with each sampled token's log-probability, or null for none. */
+  logprobs: number | null
 }
 
 /** nanochat's chat_web limits, kept as they were (rejected, not clamped). */
@@ -25,7 +29,7 @@ type Body = Record<string, unknown>
 
 /** The fields each endpoint implements; `user` only labels the caller, so there is nothing to honour. */
 const COMMON = ['model', 'stream', 'stream_options', 'temperature', 'top_k', 'top_p', 'min_p', 'max_tokens', 'n', 'seed', 'stop', 'user']
-const KNOWN = { chat: new Set([...COMMON, 'messages', 'max_completion_tokens']), completion: new Set([...COMMON, 'prompt']) }
+const KNOWN = { chat: new Set([...COMMON, 'messages', 'max_completion_tokens', 'response_format', 'logprobs', 'top_logprobs']), completion: new Set([...COMMON, 'prompt', 'logprobs']) }
 
 /**
  * OpenAI fields we do not implement, with the value that asks for nothing: clients that send
@@ -36,8 +40,6 @@ const NEUTRAL: Record<string, (v: unknown) => boolean> = {
   frequency_penalty: (v) => v === 0,
   presence_penalty: (v) => v === 0,
   repetition_penalty: (v) => v === 1,
-  logprobs: (v) => v === false || v === 0,
-  top_logprobs: (v) => v === 0,
   logit_bias: (v) => typeof v === 'object' && v !== null && Object.keys(v).length === 0,
   best_of: (v) => v === 1,
   echo: (v) => v === false,
@@ -79,7 +81,48 @@ export function validateRequest(body: unknown, kind: 'chat' | 'completion', defa
   }
   const messages = kind === 'chat' ? chatMessages(b.messages) : null
   const prompt = kind === 'completion' ? completionPrompt(b.prompt) : null
-  return { model, messages, prompt, n, maxTokens, stream, includeUsage, stop: stops(b.stop), sampling }
+  const jsonSchema = kind === 'chat' ? responseSchema(b.response_format) : null
+  return { model, messages, prompt, n, maxTokens, stream, includeUsage, stop: stops(b.stop), sampling, jsonSchema, logprobs: logprobsOf(b, kind) }
+}
+
+/**
+ * OpenAI's log-probability fields: chat's `logprobs` (true or false) with `top_logprobs` (0 to 20,
+ * only with `logprobs: true`), completions' `logprobs` (0 to 5 top tokens; null or absent for none).
+ */
+function logprobsOf(b: Body, kind: 'chat' | 'completion'): number | null {
+  if (kind === 'completion') return integer(b, 'logprobs', 0, 5) ?? null
+  const wanted = optional(b, 'logprobs', 'boolean', 'true or false') ?? false
+  const top = integer(b, 'top_logprobs', 0, 20)
+  if (top !== undefined && !wanted) throw ApiError.invalid('top_logprobs', 'top_logprobs needs logprobs: true')
+  return wanted ? (top ?? 0) : null
+}
+
+/**
+ * OpenAI's `response_format`: `text` (nothing asked), `json_object` (any JSON object) or
+ * `json_schema` (`{ name, schema, strict?, description? }`: its schema). Anything else is a 400.
+ */
+function responseSchema(value: unknown): object | null {
+  if (value === undefined || value === null) return null
+  const param = 'response_format'
+  if (typeof value !== 'object' || Array.isArray(value)) throw ApiError.invalid(param, `${param} must be an object { type }`)
+  const { type, json_schema: spec, ...rest } = value as Body
+  const extra = Object.keys(rest)
+  if (extra.length > 0) throw ApiError.invalid(`${param}.${extra[0]}`, `${param}.${extra[0]} is not supported; ${param} takes type and json_schema`)
+  if (type === 'text' || type === 'json_object') {
+    if (spec !== undefined) throw ApiError.invalid(`${param}.json_schema`, `${param}.json_schema goes with type 'json_schema', not '${type}'`)
+    return type === 'text' ? null : { type: 'object' }
+  }
+  if (type !== 'json_schema') throw ApiError.invalid(`${param}.type`, `${param}.type must be 'text', 'json_object' or 'json_schema', got ${JSON.stringify(type)}`)
+  const p = `${param}.json_schema`
+  if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) throw ApiError.invalid(p, `${p} must be an object { name, schema }`)
+  const { name, schema, strict, description, ...others } = spec as Body
+  const unknown = Object.keys(others)
+  if (unknown.length > 0) throw ApiError.invalid(`${p}.${unknown[0]}`, `${p}.${unknown[0]} is not supported; ${p} takes name, schema, strict and description`)
+  if (typeof name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(name)) throw ApiError.invalid(`${p}.name`, `${p}.name must be 1 to 64 letters, digits, '_' or '-'`)
+  if (strict !== undefined && strict !== null && typeof strict !== 'boolean') throw ApiError.invalid(`${p}.strict`, `${p}.strict must be true or false`)
+  if (description !== undefined && description !== null && typeof description !== 'string') throw ApiError.invalid(`${p}.description`, `${p}.description must be a string`)
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) throw ApiError.invalid(`${p}.schema`, `${p}.schema must be a JSON Schema object`)
+  return schema
 }
 
 function chatMessages(value: unknown): ChatMessage[] {

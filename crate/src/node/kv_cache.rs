@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex, TryLockError};
 use napi::bindgen_prelude::Int32Array;
 use napi_derive::napi;
 
+use super::grammar::{NativeConstraint, SharedConstraint};
 use super::{disposed, guarded, Result};
 use crate::kv_cache::{KvCache, KvCacheView};
 use crate::pass_queue::PassQueue;
@@ -14,9 +15,16 @@ use crate::pass_queue::PassQueue;
 pub(crate) struct SharedCache {
     store: Mutex<Option<KvCache>>,
     view: KvCacheView,
+    /// Per row, the grammar its next token must fit (none for a free row).
+    constraints: Mutex<Vec<Option<SharedConstraint>>>,
 }
 
 impl SharedCache {
+    /// Each row's constraint as the next pass will apply it.
+    pub(crate) fn constraints(&self) -> Vec<Option<SharedConstraint>> {
+        self.constraints.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Runs `f` on the cache under its lock (after any pass in flight), then publishes what it
     /// changed. A cache disposed meanwhile is freed here instead.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> Result<T>) -> Result<T> {
@@ -69,7 +77,8 @@ pub struct NativeKvCache {
 impl NativeKvCache {
     pub(crate) fn new(cache: KvCache) -> Self {
         let view = KvCacheView::new(&cache);
-        Self { shared: Arc::new(SharedCache { store: Mutex::new(Some(cache)), view }), passes: Arc::default() }
+        let constraints = Mutex::new(vec![None; cache.batch()]);
+        Self { shared: Arc::new(SharedCache { store: Mutex::new(Some(cache)), view, constraints }), passes: Arc::default() }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut KvCache) -> crate::Result<T>) -> Result<T> {
@@ -113,6 +122,19 @@ impl NativeKvCache {
     #[napi(getter)]
     pub fn kv_type(&self) -> Result<String> {
         Ok(self.view()?.kv_type().to_string())
+    }
+
+    /// Sets the grammar row `row`'s next tokens must fit, or frees the row (null); passes from
+    /// then on mask that row's logits.
+    #[napi]
+    pub fn set_constraint(&self, row: u32, constraint: Option<&NativeConstraint>) -> Result<()> {
+        let mut rows = self.shared.constraints.lock().unwrap_or_else(|p| p.into_inner());
+        let batch = rows.len();
+        let slot = rows
+            .get_mut(row as usize)
+            .ok_or_else(|| super::to_napi(crate::Error::invalid(format!("row {row} is out of range for a cache of {batch} rows"))))?;
+        *slot = constraint.map(|c| c.inner.clone());
+        Ok(())
     }
 
     #[napi]

@@ -4,6 +4,7 @@
 
 mod cancel_token;
 mod convert;
+mod grammar;
 mod kv_cache;
 mod model;
 mod settlement;

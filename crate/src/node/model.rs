@@ -8,6 +8,7 @@ use napi::{Env, Status, Task};
 use napi_derive::napi;
 
 use super::cancel_token::NativeCancelToken;
+use super::grammar::{CompileTask, CompilerSlot};
 use super::kv_cache::{NativeKvCache, SharedCache};
 use super::settlement::Settlement;
 use super::{caught, disposed, guarded, task_error, Result};
@@ -139,7 +140,7 @@ impl Task for LoadTask {
             crate::Placement::Cpu { activations } => Some(activations.name()),
             crate::Placement::Cuda { .. } => None,
         };
-        Ok(NativeModel { inner: Mutex::new(Some(Arc::new(loaded))), activations })
+        Ok(NativeModel { inner: Mutex::new(Some(Arc::new(loaded))), activations, grammar: CompilerSlot::default() })
     }
 }
 
@@ -264,6 +265,10 @@ impl ForwardPass {
         }
         self.check_buffers().map_err(super::to_napi)?;
         let per_row = self.candidates.as_ref().map_or(0, |c| c.per_row);
+        let constraints = self.cache.constraints();
+        if self.steps > 1 && constraints.iter().any(Option::is_some) {
+            return Err(super::to_napi(Error::invalid("a cache with constrained rows decodes one pass per call: steps must be 1")));
+        }
         if self.steps > 1 {
             let passes =
                 guarded(|| self.model.model.forward_greedy_steps(&self.tokens, cache, self.steps, self.cancel.as_deref(), per_row))?;
@@ -272,7 +277,10 @@ impl ForwardPass {
             }
             return Ok(Vec::new());
         }
-        let (out, picked) = guarded(|| self.model.model.forward_picking(&self.tokens, cache, self.which, self.cancel.as_deref(), per_row))?;
+        let mut locked: Vec<_> = constraints.iter().map(|c| c.as_ref().map(|c| c.lock().unwrap_or_else(|p| p.into_inner()))).collect();
+        let mut rows: Vec<_> = locked.iter_mut().map(|g| g.as_deref_mut()).collect();
+        let (out, picked) =
+            guarded(|| self.model.model.forward_picking(&self.tokens, cache, self.which, self.cancel.as_deref(), per_row, &mut rows))?;
         if let (Some(into), Some(picked)) = (&mut self.candidates, picked) {
             into.write(0, &picked);
         }
@@ -298,6 +306,7 @@ impl ForwardPass {
 pub struct NativeModel {
     inner: Mutex<Option<Arc<LoadedModel>>>,
     activations: Option<&'static str>,
+    grammar: CompilerSlot,
 }
 
 impl NativeModel {
@@ -451,6 +460,14 @@ impl NativeModel {
             settlement.settle(move || outcome.map(|logits| pass.result(logits)));
         }));
         Ok(promise)
+    }
+
+    /// Compiles a grammar against this model's vocabulary off the JS thread: `kind` is
+    /// "jsonSchema" (JSON text), "grammar" (Lark) or "regex". The first call also builds the
+    /// vocabulary's token trie.
+    #[napi(ts_return_type = "Promise<NativeConstraint>")]
+    pub fn compile_grammar(&self, kind: String, text: String) -> Result<AsyncTask<CompileTask>> {
+        Ok(AsyncTask::new(CompileTask { model: self.get()?, compiler: self.grammar.clone(), kind, text }))
     }
 
     #[napi]

@@ -80,6 +80,11 @@ impl SpmVocab {
         self.pieces.len()
     }
 
+    /// Unknown, control and user-defined pieces.
+    pub fn special_ids(&self) -> &[u32] {
+        &self.specials
+    }
+
     pub fn piece(&self, id: u32) -> Option<&str> {
         self.pieces.get(id as usize).map(String::as_str)
     }

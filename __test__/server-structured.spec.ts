@@ -1,0 +1,117 @@
+// Structured output through the server, as OpenAI's own client asks for it: `response_format`
+// with a JSON schema or `json_object`, several choices, streamed and not; every choice parses and
+// ajv validates it. What the server cannot honour is a 400 naming the field.
+import test from 'ava'
+import Ajv from 'ajv'
+import OpenAI from 'openai'
+
+import { Engine } from '../index.js'
+import { chatPrompt, model, post, startServer } from './serverHarness.js'
+
+const server = await startServer()
+const client = new OpenAI({ baseURL: `${server.url}v1`, apiKey: 'unused' })
+const MODEL = 'SmolLM2-135M-Instruct.Q8_0'
+test.after.always(() => server.close())
+
+const ajv = new Ajv({ strict: true })
+const person = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 20 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    role: { enum: ['admin', 'user', 'guest'] },
+    tags: { type: 'array', items: { type: 'string', maxLength: 10 }, minItems: 1, maxItems: 3 },
+  },
+  required: ['name', 'age', 'role', 'tags'],
+  additionalProperties: false,
+}
+const messages = [{ role: 'user' as const, content: 'Describe a fictional person as JSON with a name, an age, a role and some tags.' }]
+const responseFormat = { type: 'json_schema' as const, json_schema: { name: 'person', schema: person, strict: true } }
+
+test.serial('json_schema: three choices, each one valid JSON for the schema', async (t) => {
+  const validate = ajv.compile(person)
+  const r = await client.chat.completions.create({ model: MODEL, messages, n: 3, temperature: 1, seed: 9, max_tokens: 120, response_format: responseFormat })
+  t.is(r.choices.length, 3)
+  for (const choice of r.choices) {
+    t.is(choice.finish_reason, 'stop', choice.message.content ?? '')
+    const value = JSON.parse(choice.message.content ?? '')
+    t.true(validate(value), `${choice.message.content} ${ajv.errorsText(validate.errors)}`)
+  }
+})
+
+test.serial('json_schema streamed: the deltas of each choice add up to valid JSON', async (t) => {
+  const validate = ajv.compile(person)
+  const stream = await client.chat.completions.create({ model: MODEL, messages, n: 3, temperature: 0.8, seed: 4, max_tokens: 120, response_format: responseFormat, stream: true })
+  const texts = ['', '', '']
+  for await (const chunk of stream) for (const c of chunk.choices) texts[c.index] += c.delta.content ?? ''
+  for (const text of texts) t.true(validate(JSON.parse(text)), `${text} ${ajv.errorsText(validate.errors)}`)
+})
+
+test.serial('json_object: any JSON object', async (t) => {
+  const r = await client.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 80, response_format: { type: 'json_object' } })
+  const value = JSON.parse(r.choices[0].message.content ?? '') as unknown
+  t.is(typeof value, 'object')
+  t.false(Array.isArray(value))
+})
+
+test.serial('response_format the server cannot honour is a 400 naming the field', async (t) => {
+  const refused = async (format: unknown, param: string, message: RegExp) => {
+    const res = await post(server.url, 'v1/chat/completions', { model: MODEL, messages, max_tokens: 8, response_format: format })
+    t.is(res.status, 400)
+    const { error } = (await res.json()) as { error: { param: string; message: string } }
+    t.is(error.param, param)
+    t.regex(error.message, message)
+  }
+  await refused({ type: 'xml' }, 'response_format.type', /'text', 'json_object' or 'json_schema'/)
+  await refused({ type: 'json_schema' }, 'response_format.json_schema', /must be an object/)
+  await refused({ type: 'json_schema', json_schema: { name: 'p', schema: { type: 'foo' } } }, 'response_format.json_schema.schema', /could not be compiled/)
+  await refused({ type: 'json_schema', json_schema: { name: 'p', schema: person, extra: 1 } }, 'response_format.json_schema.extra', /not supported/)
+  const completions = await post(server.url, 'v1/completions', { model: MODEL, prompt: 'Hi', max_tokens: 8, response_format: { type: 'json_object' } })
+  t.is(completions.status, 400, 'the completions endpoint has no response_format')
+})
+
+test.serial("tokenize and detokenize in llama-server's shape, under /v1 too", async (t) => {
+  const text = 'Hello, world!'
+  const want = model.tokenizer.encode(text)
+  for (const prefix of ['', 'v1/']) {
+    const tokens = (await (await post(server.url, `${prefix}tokenize`, { content: text })).json()) as { tokens: number[] }
+    t.deepEqual(tokens.tokens, want)
+    const pieces = (await (await post(server.url, `${prefix}tokenize`, { content: text, with_pieces: true })).json()) as { tokens: { id: number; piece: string }[] }
+    t.is(pieces.tokens.map((p) => p.piece).join(''), text)
+    const back = (await (await post(server.url, `${prefix}detokenize`, { tokens: want })).json()) as { content: string }
+    t.is(back.content, text)
+  }
+  const bad = await post(server.url, 'tokenize', { content: text, pieces: true })
+  t.is(bad.status, 400)
+  t.like(await bad.json(), { error: { param: 'pieces', code: 'unsupported_parameter' } })
+  t.is((await post(server.url, 'detokenize', { tokens: [-1] })).status, 400)
+})
+
+test.serial('logprobs: chat and completions in OpenAI shapes, streamed and whole, consistent with the Engine', async (t) => {
+  const ask = { model: MODEL, messages, temperature: 0, max_tokens: 8 } as const
+  const whole = await client.chat.completions.create({ ...ask, logprobs: true, top_logprobs: 2 })
+  const content = whole.choices[0].logprobs?.content ?? []
+  const [row] = await new Engine(model).generateBatch(chatPrompt(messages[0].content), { temperature: 0, maxTokens: 8, logprobs: 2 })
+  t.is(content.length, row.tokens.length)
+  t.is(content.map((c) => c.token).join(''), whole.choices[0].message.content ?? '')
+  for (const [i, c] of content.entries()) {
+    t.true(Math.abs(c.logprob - (row.logprobs?.[i]?.logprob ?? NaN)) < 1e-6, `token ${i}`)
+    t.is(c.top_logprobs.length, 2)
+    t.is(c.top_logprobs[0].token, c.token, 'greedy takes the most likely token')
+    t.deepEqual(c.bytes, Array.from(Buffer.from(c.token)))
+  }
+  const stream = await client.chat.completions.create({ ...ask, logprobs: true, top_logprobs: 2, stream: true })
+  const streamed: number[] = []
+  for await (const chunk of stream) for (const c of chunk.choices[0]?.logprobs?.content ?? []) streamed.push(c.logprob)
+  t.deepEqual(streamed, content.map((c) => c.logprob))
+  const plain = await client.chat.completions.create(ask)
+  t.is(plain.choices[0].logprobs, null)
+  const legacy = await client.completions.create({ model: MODEL, prompt: 'The capital of France is', temperature: 0, max_tokens: 5, logprobs: 3 })
+  const lp = legacy.choices[0].logprobs
+  t.is(lp?.tokens?.join(''), legacy.choices[0].text)
+  t.is(lp?.top_logprobs?.[0] && Object.keys(lp.top_logprobs[0]).length, 3)
+  t.deepEqual(lp?.text_offset?.[0], 0)
+  const refused = await post(server.url, 'v1/chat/completions', { ...ask, top_logprobs: 2 })
+  t.is(refused.status, 400)
+  t.like(await refused.json(), { error: { param: 'top_logprobs' } })
+})
