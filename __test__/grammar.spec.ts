@@ -8,6 +8,7 @@ import Ajv from 'ajv'
 import { Engine, Grammar, KvEngineError, Model } from '../index.js'
 import { archModelPath, makeArchModel } from '../scripts/archModels.js'
 import { chatml, modelPath } from './models.js'
+import { SCHEMAS } from './schemas.js'
 
 const smol = await Model.load(modelPath('Q8_0'))
 // Random weights: nothing but the constraint can make its output valid.
@@ -15,42 +16,6 @@ makeArchModel('qwen2', modelPath('Q4_1'))
 const random = await Model.load(archModelPath('qwen2'))
 
 const ajv = new Ajv({ strict: true })
-
-/** Schemas of different shapes; strings are bounded so a random model's output ends. */
-const SCHEMAS: Record<string, object> = {
-  nested: {
-    type: 'object',
-    properties: {
-      name: { type: 'string', maxLength: 12 },
-      address: {
-        type: 'object',
-        properties: { city: { type: 'string', maxLength: 10 }, zip: { type: 'string', pattern: '^[0-9]{5}$' } },
-        required: ['city', 'zip'],
-        additionalProperties: false,
-      },
-    },
-    required: ['name', 'address'],
-    additionalProperties: false,
-  },
-  enumAndRange: {
-    type: 'object',
-    properties: { color: { enum: ['red', 'green', 'blue'] }, count: { type: 'integer', minimum: 1, maximum: 20 } },
-    required: ['color', 'count'],
-    additionalProperties: false,
-  },
-  arrayBounds: {
-    type: 'object',
-    properties: { tags: { type: 'array', items: { type: 'string', maxLength: 8 }, minItems: 2, maxItems: 4 } },
-    required: ['tags'],
-    additionalProperties: false,
-  },
-  patterns: {
-    type: 'object',
-    properties: { date: { type: 'string', pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' }, ok: { type: 'boolean' } },
-    required: ['date', 'ok'],
-    additionalProperties: false,
-  },
-}
 
 for (const [label, model] of [
   ['SmolLM2-135M Q8_0', smol],

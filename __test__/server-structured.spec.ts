@@ -5,13 +5,25 @@ import test from 'ava'
 import Ajv from 'ajv'
 import OpenAI from 'openai'
 
-import { Engine } from '../index.js'
+import { Engine, Model } from '../index.js'
+import { archModelPath, makeArchModel } from '../scripts/archModels.js'
+import { serve } from '../src/server/serve.js'
+import { modelPath } from './models.js'
+import { SCHEMAS } from './schemas.js'
 import { chatPrompt, model, post, startServer } from './serverHarness.js'
 
 const server = await startServer()
 const client = new OpenAI({ baseURL: `${server.url}v1`, apiKey: 'unused' })
 const MODEL = 'SmolLM2-135M-Instruct.Q8_0'
-test.after.always(() => server.close())
+// A random-weight model: nothing but the constraint can make its output valid.
+makeArchModel('qwen2', modelPath('Q4_1'))
+const randomModel = await Model.load(archModelPath('qwen2'))
+const randomServer = await serve(randomModel, { port: 0, maxRows: 8, log: () => {} })
+test.after.always(async () => {
+  await server.close()
+  await randomServer.close()
+  randomModel.dispose()
+})
 
 const ajv = new Ajv({ strict: true })
 const person = {
@@ -27,6 +39,44 @@ const person = {
 }
 const messages = [{ role: 'user' as const, content: 'Describe a fictional person as JSON with a name, an age, a role and some tags.' }]
 const responseFormat = { type: 'json_schema' as const, json_schema: { name: 'person', schema: person, strict: true } }
+
+/** One schema's choices, asked whole and streamed: chat for a model with a template, completions
+ * (with llama-server's `response_format`) for the random model, which has none. */
+async function choices(openai: OpenAI, chat: boolean, name: string, schema: object): Promise<{ whole: string[]; streamed: string[] }> {
+  const common = { n: 3, temperature: 1, seed: 5, max_tokens: 150, response_format: { type: 'json_schema' as const, json_schema: { name, schema } } }
+  const streamed = ['', '', '']
+  if (chat) {
+    const whole = await openai.chat.completions.create({ ...common, messages })
+    for await (const chunk of await openai.chat.completions.create({ ...common, messages, stream: true })) for (const c of chunk.choices) streamed[c.index] += c.delta.content ?? ''
+    return { whole: whole.choices.map((c) => c.message.content ?? ''), streamed }
+  }
+  const ask = { ...common, prompt: 'A record:' } as unknown as OpenAI.CompletionCreateParamsNonStreaming
+  const whole = await openai.completions.create(ask)
+  for await (const chunk of await openai.completions.create({ ...ask, stream: true })) for (const c of chunk.choices) streamed[c.index] += c.text
+  return { whole: whole.choices.map((c) => c.text), streamed }
+}
+
+for (const [label, url, chat] of [
+  ['SmolLM2-135M (chat)', server.url, true],
+  ['a random-weight model (completions)', randomServer.url, false],
+] as const) {
+  test.serial(`${label}: four schema shapes, n 3, whole and streamed: every choice parses and validates`, async (t) => {
+    const openai = new OpenAI({ baseURL: `${url}v1`, apiKey: 'unused' })
+    let checked = 0
+    for (const [name, schema] of Object.entries(SCHEMAS)) {
+      const validate = ajv.compile(schema)
+      const { whole: texts, streamed } = await choices(openai, chat, name, schema)
+      for (const text of [...texts, ...streamed]) {
+        let value: unknown
+        t.notThrows(() => (value = JSON.parse(text)), `${name}: ${text}`)
+        t.true(validate(value), `${name}: ${text} ${ajv.errorsText(validate.errors)}`)
+        checked++
+      }
+      t.deepEqual(streamed, texts, `${name}: the same seed streams what it answers whole`)
+    }
+    t.is(checked, Object.keys(SCHEMAS).length * 6)
+  })
+}
 
 test.serial('json_schema: three choices, each one valid JSON for the schema', async (t) => {
   const validate = ajv.compile(person)
@@ -66,8 +116,8 @@ test.serial('response_format the server cannot honour is a 400 naming the field'
   await refused({ type: 'json_schema' }, 'response_format.json_schema', /must be an object/)
   await refused({ type: 'json_schema', json_schema: { name: 'p', schema: { type: 'foo' } } }, 'response_format.json_schema.schema', /could not be compiled/)
   await refused({ type: 'json_schema', json_schema: { name: 'p', schema: person, extra: 1 } }, 'response_format.json_schema.extra', /not supported/)
-  const completions = await post(server.url, 'v1/completions', { model: MODEL, prompt: 'Hi', max_tokens: 8, response_format: { type: 'json_object' } })
-  t.is(completions.status, 400, 'the completions endpoint has no response_format')
+  const completions = await post(server.url, 'v1/completions', { model: MODEL, prompt: 'Hi', max_tokens: 8, response_format: { type: 'json_object', schema: {} } })
+  t.is(completions.status, 400, 'the completions endpoint checks it as chat does')
 })
 
 test.serial("tokenize and detokenize in llama-server's shape, under /v1 too", async (t) => {

@@ -15,7 +15,7 @@ export interface ValidRequest {
   includeUsage: boolean
   stop: string[]
   sampling: { temperature: number; topK: number; topP: number; minP: number; seed?: number }
-  /** The JSON Schema `response_format` asks every choice to match (chat only), or null. */
+  /** The JSON Schema `response_format` asks every choice to match, or null (on completions too, as llama-server takes it). */
   jsonSchema: object | null
   /** Top tokens to report with each sampled token's log-probability, or null for none. */
   logprobs: number | null
@@ -29,7 +29,7 @@ type Body = Record<string, unknown>
 
 /** The fields each endpoint implements; `user` only labels the caller, so there is nothing to honour. */
 const COMMON = ['model', 'stream', 'stream_options', 'temperature', 'top_k', 'top_p', 'min_p', 'max_tokens', 'n', 'seed', 'stop', 'user']
-const KNOWN = { chat: new Set([...COMMON, 'messages', 'max_completion_tokens', 'response_format', 'logprobs', 'top_logprobs']), completion: new Set([...COMMON, 'prompt', 'logprobs']) }
+const KNOWN = { chat: new Set([...COMMON, 'messages', 'max_completion_tokens', 'response_format', 'logprobs', 'top_logprobs']), completion: new Set([...COMMON, 'prompt', 'logprobs', 'response_format']) }
 
 /**
  * OpenAI fields we do not implement, with the value that asks for nothing: clients that send
@@ -81,7 +81,7 @@ export function validateRequest(body: unknown, kind: 'chat' | 'completion', defa
   }
   const messages = kind === 'chat' ? chatMessages(b.messages) : null
   const prompt = kind === 'completion' ? completionPrompt(b.prompt) : null
-  const jsonSchema = kind === 'chat' ? responseSchema(b.response_format) : null
+  const jsonSchema = responseSchema(b.response_format)
   return { model, messages, prompt, n, maxTokens, stream, includeUsage, stop: stops(b.stop), sampling, jsonSchema, logprobs: logprobsOf(b, kind) }
 }
 
