@@ -10,10 +10,19 @@ import { checkInteger } from './checkInteger.js'
 export class Grammar {
   /** @internal */
   readonly native: NativeConstraint
+  /** The model's end-of-generation tokens, which the grammar allows once it is complete. */
+  readonly #ends: ReadonlySet<number>
 
   /** @internal */
-  constructor(native: NativeConstraint) {
+  constructor(native: NativeConstraint, ends: ReadonlySet<number>) {
     this.native = native
+    this.#ends = ends
+  }
+
+  /** Whether `token` is one that ends the output once the grammar is complete (an
+   * end-of-generation token): a row ends there without it, whatever its stop tokens. */
+  isEnd(token: number): boolean {
+    return this.#ends.has(token)
   }
 
   /** Moves past `token`; an `INVALID_ARGUMENT` error when the grammar does not allow it. */
@@ -35,6 +44,6 @@ export class Grammar {
 
   /** An independent copy at the same place (one per sample of a prompt). */
   fork(): Grammar {
-    return new Grammar(callNative(() => this.native.fork()))
+    return new Grammar(callNative(() => this.native.fork()), this.#ends)
   }
 }

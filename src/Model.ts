@@ -282,7 +282,7 @@ export class Model {
     const value = (spec as Record<string, unknown>)[kind]
     const text = kind === 'jsonSchema' && typeof value === 'object' && value !== null ? JSON.stringify(value) : value
     if (typeof text !== 'string') throw new KvEngineError('INVALID_ARGUMENT', `${kind} must be a ${kind === 'jsonSchema' ? 'schema object or its JSON text' : 'string'}, got ${typeof value}`)
-    return new Grammar(await awaitNative(() => this.#native.compileGrammar(kind, text)))
+    return new Grammar(await awaitNative(() => this.#native.compileGrammar(kind, text)), new Set(this.info.eogTokens))
   }
 
   /** Sets each row's constraint on the cache for this pass (a cache remembers only changes). */

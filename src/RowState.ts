@@ -90,7 +90,9 @@ export class RowState {
     const reported = logprobs !== null && mask === 1 ? computeLogprobs(pass.logits, row * vocab, vocab, token, logprobs) : null
     if (logprobs !== null && !stopTokens.has(token)) this.logprobs.push(reported)
     this.constraint?.consume(token)
-    let text = this.accept(token, mask, stopTokens.has(token))
+    // A grammar's end token ends the row even where the caller's stop tokens leave it out: it
+    // is the grammar's end, not text.
+    let text = this.accept(token, mask, stopTokens.has(token) || this.constraint?.isEnd(token) === true)
     if (!this.completed && this.constraint?.stopped) text += this.finish('stop')
     if (!this.completed && this.tokens.length >= lengthLimit) text += this.finish('length')
     return { token, mask, text, logprobs: reported }
