@@ -128,14 +128,13 @@ test.serial('an API key guards every route but /health and the page; a non-loopb
 
 const unsupported: [string, unknown][] = [
   ['logit_bias', { 42: 10 }],
-  ['tools', [{ type: 'function', function: { name: 'f', parameters: {} } }]],
-  ['tool_choice', 'required'],
   ['frequency_penalty', 0.5],
   ['presence_penalty', -0.5],
   ['best_of', 2],
   ['echo', true],
   ['suffix', 'x'],
-  ['parallel_tool_calls', false],
+  ['functions', [{ name: 'f' }]],
+  ['function_call', 'auto'],
   ['no_such_option', 1],
 ]
 

@@ -165,3 +165,70 @@ test.serial('logprobs: chat and completions in OpenAI shapes, streamed and whole
   t.is(refused.status, 400)
   t.like(await refused.json(), { error: { param: 'top_logprobs' } })
 })
+
+const weather = {
+  type: 'function' as const,
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 }, unit: { enum: ['celsius', 'fahrenheit'] } }, required: ['city', 'unit'], additionalProperties: false },
+  },
+}
+const add = {
+  type: 'function' as const,
+  function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer', minimum: -1000, maximum: 1000 }, b: { type: 'integer', minimum: -1000, maximum: 1000 } }, required: ['a', 'b'], additionalProperties: false } },
+}
+
+test.serial("tools with tool_choice 'required' or a named function: every choice is a call whose arguments validate, whole and streamed", async (t) => {
+  const validators = new Map([weather, add].map((tool) => [tool.function.name, ajv.compile(tool.function.parameters)]))
+  const ask = { model: MODEL, messages: [{ role: 'user' as const, content: 'What is the weather in Paris?' }], tools: [weather, add], n: 2, temperature: 1, seed: 3, max_tokens: 80 }
+  for (const toolChoice of ['required', { type: 'function', function: { name: 'add' } }] as const) {
+    const whole = await client.chat.completions.create({ ...ask, tool_choice: toolChoice })
+    const calls = whole.choices.map((c) => {
+      t.is(c.finish_reason, 'tool_calls')
+      t.is(c.message.content, null)
+      return c.message.tool_calls?.[0]
+    })
+    const streamed = new Map<number, { name: string; args: string; id: string }>()
+    const finishes: (string | null)[] = []
+    for await (const chunk of await client.chat.completions.create({ ...ask, tool_choice: toolChoice, stream: true })) {
+      for (const c of chunk.choices) {
+        for (const d of c.delta.tool_calls ?? []) {
+          const got = streamed.get(c.index) ?? { name: '', args: '', id: '' }
+          streamed.set(c.index, { name: got.name + (d.function?.name ?? ''), args: got.args + (d.function?.arguments ?? ''), id: got.id + (d.id ?? '') })
+        }
+        if (c.finish_reason) finishes[c.index] = c.finish_reason
+      }
+    }
+    t.deepEqual(finishes, ['tool_calls', 'tool_calls'])
+    for (const call of [...calls.map((c) => ({ name: c?.type === 'function' ? c.function.name : '', args: c?.type === 'function' ? c.function.arguments : '' })), ...streamed.values()]) {
+      if (typeof toolChoice === 'object') t.is(call.name, 'add')
+      const validate = validators.get(call.name)
+      t.truthy(validate, `a call of ${call.name}`)
+      t.true(validate?.(JSON.parse(call.args)), `${call.name}(${call.args})`)
+    }
+  }
+})
+
+test.serial('a tool result goes back in and the conversation carries on; what the server cannot honour is a 400', async (t) => {
+  const messages = [
+    { role: 'user' as const, content: 'What is 2 + 3?' },
+    { role: 'assistant' as const, content: null, tool_calls: [{ id: 'call_1', type: 'function' as const, function: { name: 'add', arguments: '{"a":2,"b":3}' } }] },
+    { role: 'tool' as const, tool_call_id: 'call_1', content: '5' },
+  ]
+  const reply = await client.chat.completions.create({ model: MODEL, messages, tools: [add], tool_choice: 'none', temperature: 0, max_tokens: 20 })
+  t.is(reply.choices[0].finish_reason === 'stop' || reply.choices[0].finish_reason === 'length', true)
+  t.true((reply.choices[0].message.content ?? '').length > 0)
+  const again = await client.chat.completions.create({ model: MODEL, messages, tools: [add], tool_choice: 'required', temperature: 0, max_tokens: 40 })
+  t.is(again.choices[0].message.tool_calls?.[0]?.type === 'function' && again.choices[0].message.tool_calls[0].function.name, 'add')
+  const refused = async (body: object, param: string) => {
+    const res = await post(server.url, 'v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...body })
+    t.is(res.status, 400, param)
+    t.like(await res.json(), { error: { param } }, param)
+  }
+  await refused({ tools: [add] }, 'tool_choice')
+  await refused({ tools: [add], tool_choice: 'auto' }, 'tool_choice')
+  await refused({ tools: [add], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice')
+  await refused({ tools: [{ type: 'function', function: { name: 'bad name' } }], tool_choice: 'required' }, 'tools[0].function.name')
+  await refused({ tools: [add], tool_choice: 'required', response_format: { type: 'json_object' } }, 'response_format')
+})

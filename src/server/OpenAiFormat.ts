@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto'
 import type { FinishReason } from '../FinishReason.js'
 import type { Usage } from './Job.js'
 import type { ReportedToken } from './ReportedToken.js'
+import type { ToolCall } from './toolCalls.js'
 
 /**
  * OpenAI's response objects for one request, streamed or whole: chat (`delta` / `message`) or
@@ -41,8 +42,13 @@ export class OpenAiFormat {
     return this.chunk(index, this.#chat ? { content: text } : text, null, includeUsage, tokens)
   }
 
-  finish(index: number, reason: FinishReason, includeUsage: boolean, tokens: ReportedToken[] = []): object {
+  finish(index: number, reason: FinishReason | 'tool_calls', includeUsage: boolean, tokens: ReportedToken[] = []): object {
     return this.chunk(index, this.#chat ? {} : '', reason, includeUsage, tokens)
+  }
+
+  /** A choice's call, whole in one delta (OpenAI streams it in pieces; clients join them). */
+  toolCall(index: number, call: ToolCall, includeUsage: boolean, tokens: ReportedToken[] = []): object {
+    return this.chunk(index, { tool_calls: [{ index: 0, ...call }] }, null, includeUsage, tokens)
   }
 
   /** The extra chunk `stream_options.include_usage` asks for, just before `[DONE]`. */
@@ -50,9 +56,11 @@ export class OpenAiFormat {
     return { ...this.#head, choices: [], usage: usageOf(usage) }
   }
 
-  whole(texts: string[], reasons: FinishReason[], usage: Usage, tokens: ReportedToken[][] = []): object {
+  whole(texts: string[], reasons: FinishReason[], usage: Usage, tokens: ReportedToken[][] = [], calls: (ToolCall | null)[] = []): object {
     const choices = texts.map((text, index) => {
       const logprobs = this.#logprobsOf(index, tokens[index] ?? [])
+      const call = calls[index]
+      if (call) return { index, message: { role: 'assistant', content: null, tool_calls: [call], refusal: null }, logprobs, finish_reason: 'tool_calls' }
       return this.#chat
         ? { index, message: { role: 'assistant', content: text, refusal: null }, logprobs, finish_reason: reasons[index] }
         : { index, text, logprobs, finish_reason: reasons[index] }
@@ -60,7 +68,7 @@ export class OpenAiFormat {
     return { ...this.#head, object: this.#chat ? 'chat.completion' : 'text_completion', choices, usage: usageOf(usage) }
   }
 
-  private chunk(index: number, content: object | string, reason: FinishReason | null, includeUsage: boolean, tokens: ReportedToken[] = []): object {
+  private chunk(index: number, content: object | string, reason: FinishReason | 'tool_calls' | null, includeUsage: boolean, tokens: ReportedToken[] = []): object {
     const logprobs = this.#logprobsOf(index, tokens)
     const choice = this.#chat ? { index, delta: content, logprobs, finish_reason: reason } : { index, text: content, logprobs, finish_reason: reason }
     return includeUsage ? { ...this.#head, choices: [choice], usage: null } : { ...this.#head, choices: [choice] }

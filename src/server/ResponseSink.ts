@@ -5,6 +5,7 @@ import { ApiError } from './ApiError.js'
 import type { JobSink, Usage } from './Job.js'
 import type { OpenAiFormat } from './OpenAiFormat.js'
 import type { ReportedToken } from './ReportedToken.js'
+import { parseToolCall, type ToolCall } from './toolCalls.js'
 import { SseStream } from './SseStream.js'
 import { sendJson } from './sendJson.js'
 
@@ -16,6 +17,8 @@ export interface SinkOptions {
   maxUnsentBytes: number
   /** A client that reads nothing for this long is dropped, which cancels its job. */
   writeTimeoutMs: number
+  /** Each choice is a function call: its text is held and sent as `tool_calls` when it ends. */
+  toolCalls?: boolean
 }
 
 /** Writes a job's output to its HTTP response: as SSE chunks while it runs, or as one JSON body at the end. */
@@ -32,6 +35,8 @@ export class ResponseSink implements JobSink {
   readonly #reasons: FinishReason[]
   /** Per choice, reported tokens not yet sent (streamed: until the next chunk; whole: all). */
   readonly #tokens: ReportedToken[][]
+  /** Per choice, the call its text made (tool-call jobs), or null. */
+  readonly #calls: (ToolCall | null)[] = []
   #sse: SseStream | null = null
   #stalled: NodeJS.Timeout | null = null
 
@@ -71,18 +76,26 @@ export class ResponseSink implements JobSink {
   }
 
   text(index: number, text: string): void {
-    if (this.#sse) this.#send(this.#format.text(index, text, this.#includeUsage, this.#takeTokens(index)))
+    if (this.#sse && !this.#options.toolCalls) this.#send(this.#format.text(index, text, this.#includeUsage, this.#takeTokens(index)))
     else this.#texts[index] += text
   }
 
   finish(index: number, reason: FinishReason): void {
-    if (this.#sse) this.#send(this.#format.finish(index, reason, this.#includeUsage, this.#takeTokens(index)))
-    else this.#reasons[index] = reason
+    // A call cut short by max_tokens is no call: its text goes out as text, with its reason.
+    const call = this.#options.toolCalls && reason === 'stop' ? parseToolCall(this.#texts[index]) : null
+    this.#calls[index] = call
+    if (!this.#sse) {
+      this.#reasons[index] = reason
+      return
+    }
+    if (call) this.#send(this.#format.toolCall(index, call, this.#includeUsage, this.#takeTokens(index)))
+    else if (this.#options.toolCalls && this.#texts[index]) this.#send(this.#format.text(index, this.#texts[index], this.#includeUsage, this.#takeTokens(index)))
+    this.#send(this.#format.finish(index, call ? 'tool_calls' : reason, this.#includeUsage, this.#takeTokens(index)))
   }
 
   done(usage: Usage): void {
     this.usage = usage
-    if (!this.#sse) return sendJson(this.#res, 200, this.#format.whole(this.#texts, this.#reasons, usage, this.#tokens))
+    if (!this.#sse) return sendJson(this.#res, 200, this.#format.whole(this.#texts, this.#reasons, usage, this.#tokens, this.#calls))
     if (this.#includeUsage) this.#send(this.#format.usageChunk(usage))
     this.#sse.end()
   }

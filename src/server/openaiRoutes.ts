@@ -12,6 +12,7 @@ import { OpenAiFormat } from './OpenAiFormat.js'
 import { ResponseSink } from './ResponseSink.js'
 import { readJsonBody } from './readJsonBody.js'
 import { sendJson } from './sendJson.js'
+import { toolCallSchema, withTools } from './toolCalls.js'
 import { validateRequest, type ValidRequest } from './validateRequest.js'
 
 /** 32000 characters of content can take six bytes each once JSON-escaped, plus the envelope. */
@@ -55,10 +56,13 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   if (request.model !== null && request.model !== ctx.modelId) {
     throw new ApiError(404, `The model '${request.model}' does not exist: this server serves '${ctx.modelId}'`, { code: 'model_not_found', param: 'model' })
   }
-  const prompt = encodePrompt(ctx.model, request, ctx.maxSequence)
-  const grammar = request.jsonSchema && (await compileSchema(ctx.model, request.jsonSchema))
+  const { tools } = request
+  const messages = tools && request.messages ? withTools(request.messages, tools) : request.messages
+  const prompt = encodePrompt(ctx.model, { ...request, messages }, ctx.maxSequence)
+  const schema = tools ? toolCallSchema(tools) : request.jsonSchema
+  const grammar = schema && (await compileSchema(ctx.model, schema, tools ? 'tools' : 'response_format.json_schema.schema'))
   const format = new OpenAiFormat(kind, ctx.modelId, request.logprobs !== null)
-  const sink = new ResponseSink(res, format, { ...request, maxUnsentBytes: ctx.maxUnsentBytes, writeTimeoutMs: ctx.writeTimeoutMs })
+  const sink = new ResponseSink(res, format, { ...request, toolCalls: tools !== null, maxUnsentBytes: ctx.maxUnsentBytes, writeTimeoutMs: ctx.writeTimeoutMs })
   const job: Job = {
     prompt,
     n: request.n,
@@ -81,12 +85,12 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   note.detail = `n=${job.n} ${tokens} ${format.id}`
 }
 
-/** `response_format`'s schema compiled for this model; one llguidance cannot compile is a 400 naming it. */
-async function compileSchema(model: Model, jsonSchema: object): Promise<Grammar> {
+/** The schema the replies must match, compiled for this model; one llguidance cannot compile is a 400 naming `param`. */
+async function compileSchema(model: Model, jsonSchema: object, param: string): Promise<Grammar> {
   try {
     return await model.compileGrammar({ jsonSchema })
   } catch (err) {
-    if (err instanceof KvEngineError && err.code === 'INVALID_ARGUMENT') throw ApiError.invalid('response_format.json_schema.schema', err.message)
+    if (err instanceof KvEngineError && err.code === 'INVALID_ARGUMENT') throw ApiError.invalid(param, err.message)
     throw err
   }
 }

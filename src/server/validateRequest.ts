@@ -1,6 +1,7 @@
 import type { ChatMessage } from '../ChatMessage.js'
 import { validateSamplingOptions } from '../validateSamplingOptions.js'
 import { ApiError } from './ApiError.js'
+import { toolCallRequest, type ToolCallRequest } from './toolCalls.js'
 
 /** A request body that passed every check, with defaults filled in. */
 export interface ValidRequest {
@@ -19,17 +20,19 @@ export interface ValidRequest {
   jsonSchema: object | null
   /** Top tokens to report with each sampled token's log-probability, or null for none. */
   logprobs: number | null
+  /** The functions a reply must call one of (chat's `tools` with `tool_choice` required or named), or null. */
+  tools: ToolCallRequest | null
 }
 
 /** nanochat's chat_web limits, kept as they were (rejected, not clamped). */
 const LIMITS = { messages: 500, contentChars: 8000, totalChars: 32000, temperature: 2, topK: 200, maxTokens: 4096, stops: 4, n: 128 }
-const ROLES = new Set(['system', 'user', 'assistant'])
+const ROLES = new Set(['system', 'user', 'assistant', 'tool'])
 
 type Body = Record<string, unknown>
 
 /** The fields each endpoint implements; `user` only labels the caller, so there is nothing to honour. */
 const COMMON = ['model', 'stream', 'stream_options', 'temperature', 'top_k', 'top_p', 'min_p', 'max_tokens', 'n', 'seed', 'stop', 'user']
-const KNOWN = { chat: new Set([...COMMON, 'messages', 'max_completion_tokens', 'response_format', 'logprobs', 'top_logprobs']), completion: new Set([...COMMON, 'prompt', 'logprobs', 'response_format']) }
+const KNOWN = { chat: new Set([...COMMON, 'messages', 'max_completion_tokens', 'response_format', 'logprobs', 'top_logprobs', 'tools', 'tool_choice', 'parallel_tool_calls']), completion: new Set([...COMMON, 'prompt', 'logprobs', 'response_format']) }
 
 /**
  * OpenAI fields we do not implement, with the value that asks for nothing: clients that send
@@ -45,8 +48,6 @@ const NEUTRAL: Record<string, (v: unknown) => boolean> = {
   echo: (v) => v === false,
   suffix: (v) => v === '',
   response_format: (v) => typeof v === 'object' && v !== null && (v as Body).type === 'text' && Object.keys(v).length === 1,
-  tools: (v) => Array.isArray(v) && v.length === 0,
-  tool_choice: (v) => v === 'none',
   functions: (v) => Array.isArray(v) && v.length === 0,
   function_call: (v) => v === 'none',
 }
@@ -82,7 +83,10 @@ export function validateRequest(body: unknown, kind: 'chat' | 'completion', defa
   const messages = kind === 'chat' ? chatMessages(b.messages) : null
   const prompt = kind === 'completion' ? completionPrompt(b.prompt) : null
   const jsonSchema = responseSchema(b.response_format)
-  return { model, messages, prompt, n, maxTokens, stream, includeUsage, stop: stops(b.stop), sampling, jsonSchema, logprobs: logprobsOf(b, kind) }
+  const tools = kind === 'chat' ? toolCallRequest(b) : null
+  optional(b, 'parallel_tool_calls', 'boolean', 'true or false') // one call per choice either way, which both allow
+  if (tools && jsonSchema) throw ApiError.invalid('response_format', 'response_format cannot be combined with a required tool call: the reply is the call')
+  return { model, messages, prompt, n, maxTokens, stream, includeUsage, stop: stops(b.stop), sampling, jsonSchema, logprobs: logprobsOf(b, kind), tools }
 }
 
 /**
@@ -134,9 +138,9 @@ function chatMessages(value: unknown): ChatMessage[] {
   const messages = value.map((m: unknown, i): ChatMessage => {
     const param = `messages[${i}]`
     if (typeof m !== 'object' || m === null) throw ApiError.invalid(param, `${param} must be an object { role, content }`)
-    const { role, content } = m as Body
-    if (typeof role !== 'string' || !ROLES.has(role)) throw ApiError.invalid(`${param}.role`, `${param}.role must be 'system', 'user' or 'assistant'`)
-    const text = messageText(content, `${param}.content`)
+    const { role, content, tool_calls: calls } = m as Body
+    if (typeof role !== 'string' || !ROLES.has(role)) throw ApiError.invalid(`${param}.role`, `${param}.role must be 'system', 'user', 'assistant' or 'tool'`)
+    const text = role === 'assistant' && calls !== undefined && calls !== null ? callsText(calls, `${param}.tool_calls`) : messageText(content, `${param}.content`)
     if (text.length > LIMITS.contentChars) {
       throw ApiError.invalid(`${param}.content`, `${param}.content has ${text.length} characters; at most ${LIMITS.contentChars} are allowed`)
     }
@@ -145,6 +149,24 @@ function chatMessages(value: unknown): ChatMessage[] {
   })
   if (total > LIMITS.totalChars) throw ApiError.invalid('messages', `the messages hold ${total} characters in all; at most ${LIMITS.totalChars} are allowed`)
   return messages
+}
+
+/** An assistant's earlier calls as the model writes them (see toolCalls.ts), one per line. */
+function callsText(calls: unknown, param: string): string {
+  if (!Array.isArray(calls) || calls.length === 0) throw ApiError.invalid(param, `${param} must be a non-empty list of calls`)
+  return calls
+    .map((c: unknown, i) => {
+      const fn = typeof c === 'object' && c !== null ? ((c as Body).function as Body | undefined) : undefined
+      if (typeof fn?.name !== 'string' || typeof fn.arguments !== 'string') throw ApiError.invalid(`${param}[${i}]`, `${param}[${i}] must be { type: 'function', function: { name, arguments } }`)
+      let args: unknown
+      try {
+        args = JSON.parse(fn.arguments)
+      } catch {
+        throw ApiError.invalid(`${param}[${i}].function.arguments`, 'arguments must be a JSON text')
+      }
+      return JSON.stringify({ name: fn.name, arguments: args })
+    })
+    .join('\n')
 }
 
 /** A string, or OpenAI's list of content parts of which we take the text ones. */
