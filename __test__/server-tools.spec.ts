@@ -62,3 +62,18 @@ test('a nanochat checkpoint is served with nanochat\'s own chat rendering', asyn
   const unpaired = await chat({ messages: [messages[1], messages[1]] })
   t.is(unpaired.status, 400, 'nanochat needs alternating turns')
 })
+
+test('the calculator keeps working beside a constrained request served at the same time (one batch loop, shared steps)', async (t) => {
+  const constrained = fetch(`${server.url}v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: 'b', temperature: 0, max_tokens: 16, response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'integer', minimum: 0, maximum: 99 } } } }),
+  })
+  const [calc, json] = await Promise.all([ask(false), constrained])
+  const calcBody = (await calc.json()) as { choices: { text: string }[] }
+  t.deepEqual(calcBody.choices.map((c) => c.text), [TRANSCRIPT, TRANSCRIPT])
+  const jsonBody = (await json.json()) as { choices: { text: string; finish_reason: string }[] }
+  const value = JSON.parse(jsonBody.choices[0].text) as unknown
+  t.true(Number.isInteger(value) && (value as number) >= 0 && (value as number) <= 99, jsonBody.choices[0].text)
+  t.is(jsonBody.choices[0].finish_reason, 'stop')
+})
