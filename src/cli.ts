@@ -10,6 +10,8 @@ import { convertGguf, type GgufTarget } from './convertGguf.js'
 import { defaultModelPath } from './defaultModelPath.js'
 import { downloadModel } from './downloadModel.js'
 import { Engine } from './Engine.js'
+import { lookupToken } from './lookupToken.js'
+import { encodeChat } from './server/encodeChat.js'
 import { KvEngineError } from './KvEngineError.js'
 import { Model } from './Model.js'
 import { parseModelSource } from './parseModelSource.js'
@@ -77,11 +79,14 @@ function num(v: string | undefined): number | undefined {
   return v === undefined ? undefined : Number(v)
 }
 
-function sampling(args: Args) {
+/** Sampling from the flags; left out, 0.7 (nanochat's chat CLI: 0.6 and top-k 50 for a model
+ * with nanochat's conversation format). */
+function sampling(args: Args, model: Model) {
+  const nanochat = !model.info.hasChatTemplate
   return {
     maxTokens: num(args['max-tokens']),
-    temperature: num(args.temperature) ?? 0.7,
-    topK: num(args['top-k']),
+    temperature: num(args.temperature) ?? (nanochat ? 0.6 : 0.7),
+    topK: num(args['top-k']) ?? (nanochat ? 50 : undefined),
     topP: num(args['top-p']),
     minP: num(args['min-p']),
     seed: num(args.seed),
@@ -112,13 +117,13 @@ async function modelPath(spec: string | undefined): Promise<string> {
 async function generate(args: Args): Promise<void> {
   const model = await load(args)
   const prompt = args.prompt ?? DEMO_PROMPT
-  const useChat = !args.raw && model.info.hasChatTemplate
-  const text = useChat ? model.applyChatTemplate([{ role: 'user', content: prompt }], { addGenerationPrompt: true }) : prompt
-  const tokens = model.tokenizer.encode(text, { special: useChat })
+  const useChat = !args.raw && (model.info.hasChatTemplate || speaksNanochat(model))
+  // A model with no template but nanochat's vocabulary is rendered as nanochat renders a turn.
+  const tokens = useChat ? encodeChat(model, [{ role: 'user', content: prompt }]) : model.tokenizer.encode(prompt)
   if (!useChat) process.stdout.write(prompt)
   const started = performance.now()
   let count = 0
-  for await (const step of new Engine(model).generate(tokens, sampling(args))) {
+  for await (const step of new Engine(model).generate(tokens, sampling(args, model))) {
     process.stdout.write(step.text[0])
     count++
   }
@@ -134,10 +139,31 @@ function commonPrefix(a: number[], b: number[]): number {
   return n
 }
 
+/** Whether the model takes nanochat's conversation format (its special tokens, no template). */
+function speaksNanochat(model: Model): boolean {
+  return !model.info.hasChatTemplate && NANOCHAT_TURN.every((name) => lookupToken(model.tokenizer, name) !== undefined)
+}
+
+const NANOCHAT_TURN = ['<|assistant_end|>', '<|user_start|>', '<|user_end|>', '<|assistant_start|>']
+
+/**
+ * The tokens that ask for the next reply. A template model's conversation is rendered whole (the
+ * cache keeps the common prefix). nanochat's, as its chat CLI keeps it, is the tokens so far (the
+ * replies as generated, the calculator's forced output included) with the reply closed and the
+ * new user turn appended.
+ */
+function nextPrompt(model: Model, messages: ChatMessage[], history: number[]): number[] {
+  if (model.info.hasChatTemplate || history.length === 0) return encodeChat(model, messages)
+  const [end, userStart, userEnd, assistantStart] = NANOCHAT_TURN.map((name) => lookupToken(model.tokenizer, name) as number)
+  const closed = history.at(-1) === end ? history : [...history, end]
+  const text = model.tokenizer.encode((messages.at(-1) as ChatMessage).content, { special: false, addBos: false })
+  return [...closed, userStart, ...text, userEnd, assistantStart]
+}
+
 async function chat(args: Args): Promise<void> {
   const model = await load(args)
   const engine = new Engine(model)
-  const cache = model.createCache(1, 1024)
+  const cache = model.createCache(1, Math.min(1024, model.info.contextLength))
   const messages: ChatMessage[] = args.system ? [{ role: 'system', content: args.system }] : []
   let cached: number[] = [] // the tokens whose K/V row 0 holds
   // The line iterator buffers input typed (or piped) while an answer is still streaming.
@@ -151,13 +177,13 @@ async function chat(args: Args): Promise<void> {
         continue
       }
       messages.push({ role: 'user', content: line })
-      const full = model.tokenizer.encode(model.applyChatTemplate(messages, { addGenerationPrompt: true }), { special: true })
+      const full = nextPrompt(model, messages, cached)
       // Reuse the cached history; re-feed only what differs (at least one token, for logits).
       const reused = Math.min(commonPrefix(cached, full), full.length - 1)
       cache.truncateRow(0, reused)
       const produced: number[] = []
       let reply = ''
-      for await (const step of engine.generate(full.slice(reused), { ...sampling(args), cache })) {
+      for await (const step of engine.generate(full.slice(reused), { ...sampling(args, model), cache })) {
         produced.push(step.tokenColumn[0])
         reply += step.text[0]
         process.stdout.write(step.text[0])
