@@ -91,3 +91,56 @@ test('a whole (non-streaming) response is never blocked', (t) => {
   for (let i = 0; i < 1000; i++) sink.text(0, 'word ')
   t.false(sink.blocked)
 })
+
+/** A response that keeps every SSE event written to it. */
+class RecordingResponse extends EventEmitter {
+  writableLength = 0
+  destroyed = false
+  headersSent = false
+  readonly socket = { bytesWritten: 0, writableLength: 0 }
+  readonly events: Record<string, unknown>[] = []
+  writeHead() {
+    this.headersSent = true
+  }
+  flushHeaders() {}
+  write(chunk: string) {
+    for (const line of chunk.split('\n')) if (line.startsWith('data: {')) this.events.push(JSON.parse(line.slice(6)) as Record<string, unknown>)
+    return true
+  }
+  end(chunk = '') {
+    this.write(chunk)
+  }
+  destroy() {
+    this.destroyed = true
+  }
+}
+
+test('tool_choice auto, streamed: a reply starting with "{" is held and sent as its call; any other streams as text at once', (t) => {
+  const res = new RecordingResponse()
+  const sink = new ResponseSink(res as unknown as ServerResponse, new OpenAiFormat('chat', 'm'), {
+    n: 3,
+    stream: true,
+    includeUsage: false,
+    maxUnsentBytes: 1 << 20,
+    writeTimeoutMs: 1000,
+    toolCalls: { names: ['add'], required: false },
+  })
+  sink.open()
+  const deltas = () => res.events.map((e) => (e.choices as { index: number; delta: Record<string, unknown>; finish_reason: string | null }[])[0])
+  sink.text(0, ' ')
+  sink.text(0, '{"name":"add",')
+  sink.text(1, ' Hel')
+  t.deepEqual(deltas().slice(3).map((d) => [d.index, d.delta.content]), [[1, ' Hel']], 'the text choice streams at its first letter, the call is held')
+  sink.text(0, '"arguments":{"a":2,"b":3}}')
+  sink.text(1, 'lo')
+  sink.finish(0, 'stop')
+  sink.finish(1, 'stop')
+  sink.text(2, '{not a call')
+  sink.finish(2, 'length')
+  const d = deltas().slice(3)
+  const call = d.find((x) => x.index === 0 && x.delta.tool_calls) as { delta: { tool_calls: { function: { name: string; arguments: string } }[] } }
+  t.deepEqual(call.delta.tool_calls[0].function, { name: 'add', arguments: '{"a":2,"b":3}' })
+  t.deepEqual(d.filter((x) => x.finish_reason).map((x) => [x.index, x.finish_reason]), [[0, 'tool_calls'], [1, 'stop'], [2, 'length']])
+  t.is(d.filter((x) => x.index === 1).map((x) => x.delta.content ?? '').join(''), ' Hello')
+  t.is(d.filter((x) => x.index === 2).map((x) => x.delta.content ?? '').join(''), '{not a call', 'a cut reply that is no call goes out as text')
+})

@@ -226,9 +226,18 @@ test.serial('a tool result goes back in and the conversation carries on; what th
     t.is(res.status, 400, param)
     t.like(await res.json(), { error: { param } }, param)
   }
-  await refused({ tools: [add] }, 'tool_choice')
-  await refused({ tools: [add], tool_choice: 'auto' }, 'tool_choice')
   await refused({ tools: [add], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice')
   await refused({ tools: [{ type: 'function', function: { name: 'bad name' } }], tool_choice: 'required' }, 'tools[0].function.name')
   await refused({ tools: [add], tool_choice: 'required', response_format: { type: 'json_object' } }, 'response_format')
+})
+
+test.serial("tool_choice 'auto' (the default with tools): each choice is text or a call of one of the tools, never a call of something else", async (t) => {
+  for (const tool_choice of [undefined, 'auto' as const]) {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Add 2 and 3.' }], tools: [add, weather], tool_choice, n: 3, temperature: 1, seed: 8, max_tokens: 40 })
+    for (const c of r.choices) {
+      const call = c.message.tool_calls?.[0]
+      if (c.finish_reason === 'tool_calls') t.true(call?.type === 'function' && ['add', 'get_weather'].includes(call.function.name) && typeof JSON.parse(call.function.arguments) === 'object')
+      else t.true(typeof c.message.content === 'string' && c.message.tool_calls === undefined, JSON.stringify(c))
+    }
+  }
 })

@@ -17,8 +17,12 @@ export interface SinkOptions {
   maxUnsentBytes: number
   /** A client that reads nothing for this long is dropped, which cancels its job. */
   writeTimeoutMs: number
-  /** Each choice is a function call: its text is held and sent as `tool_calls` when it ends. */
-  toolCalls?: boolean
+  /**
+   * Replies may be function calls of `names`: a reply that is one is held and sent as `tool_calls`
+   * when it ends. `required`: every reply is held. Otherwise a reply is held only once it starts
+   * with `{` (as a call does), and streamed as text from its first other character.
+   */
+  toolCalls?: { names: string[]; required: boolean } | null
 }
 
 /** Writes a job's output to its HTTP response: as SSE chunks while it runs, or as one JSON body at the end. */
@@ -37,6 +41,8 @@ export class ResponseSink implements JobSink {
   readonly #tokens: ReportedToken[][]
   /** Per choice, the call its text made (tool-call jobs), or null. */
   readonly #calls: (ToolCall | null)[] = []
+  /** Per choice of a job whose replies may be calls: true while its text is held, false once streamed. */
+  readonly #holding: boolean[] = []
   #sse: SseStream | null = null
   #stalled: NodeJS.Timeout | null = null
 
@@ -76,20 +82,36 @@ export class ResponseSink implements JobSink {
   }
 
   text(index: number, text: string): void {
-    if (this.#sse && !this.#options.toolCalls) this.#send(this.#format.text(index, text, this.#includeUsage, this.#takeTokens(index)))
-    else this.#texts[index] += text
+    if (!this.#sse) {
+      this.#texts[index] += text
+      return
+    }
+    const held = this.#options.toolCalls ? this.#hold(index, text) : ''
+    if (!this.#holding[index]) this.#send(this.#format.text(index, held + text, this.#includeUsage, this.#takeTokens(index)))
+  }
+
+  /** Keeps `text` while the choice may be a call; returns what was held before, once it is text. */
+  #hold(index: number, text: string): string {
+    const before = this.#texts[index]
+    this.#texts[index] += text
+    if (this.#holding[index] === false) return ''
+    const first = this.#texts[index].trimStart()[0]
+    // Undecided while only whitespace has come; a call starts with '{'.
+    this.#holding[index] = (this.#options.toolCalls as { required: boolean }).required || first === undefined || first === '{'
+    return this.#holding[index] ? '' : before
   }
 
   finish(index: number, reason: FinishReason): void {
     // A call cut short by max_tokens is no call: its text goes out as text, with its reason.
-    const call = this.#options.toolCalls && reason === 'stop' ? parseToolCall(this.#texts[index]) : null
+    const names = this.#options.toolCalls?.names
+    const call = names && reason === 'stop' && this.#holding[index] !== false ? parseToolCall(this.#texts[index], names) : null
     this.#calls[index] = call
     if (!this.#sse) {
       this.#reasons[index] = reason
       return
     }
     if (call) this.#send(this.#format.toolCall(index, call, this.#includeUsage, this.#takeTokens(index)))
-    else if (this.#options.toolCalls && this.#texts[index]) this.#send(this.#format.text(index, this.#texts[index], this.#includeUsage, this.#takeTokens(index)))
+    else if (this.#holding[index] && this.#texts[index]) this.#send(this.#format.text(index, this.#texts[index], this.#includeUsage, this.#takeTokens(index)))
     this.#send(this.#format.finish(index, call ? 'tool_calls' : reason, this.#includeUsage, this.#takeTokens(index)))
   }
 

@@ -59,10 +59,11 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   const { tools } = request
   const messages = tools && request.messages ? withTools(request.messages, tools) : request.messages
   const prompt = encodePrompt(ctx.model, { ...request, messages }, ctx.maxSequence)
-  const schema = tools ? toolCallSchema(tools) : request.jsonSchema
+  const schema = tools?.required ? toolCallSchema(tools) : request.jsonSchema
   const grammar = schema && (await compileSchema(ctx.model, schema, tools ? 'tools' : 'response_format.json_schema.schema'))
   const format = new OpenAiFormat(kind, ctx.modelId, request.logprobs !== null)
-  const sink = new ResponseSink(res, format, { ...request, toolCalls: tools !== null, maxUnsentBytes: ctx.maxUnsentBytes, writeTimeoutMs: ctx.writeTimeoutMs })
+  const toolCalls = tools && { names: tools.callable.map((t) => t.name), required: tools.required }
+  const sink = new ResponseSink(res, format, { ...request, toolCalls, maxUnsentBytes: ctx.maxUnsentBytes, writeTimeoutMs: ctx.writeTimeoutMs })
   const job: Job = {
     prompt,
     n: request.n,

@@ -16,8 +16,11 @@ export interface FunctionTool {
 /** What a request's `tools` and `tool_choice` ask: the functions the call may name. */
 export interface ToolCallRequest {
   tools: FunctionTool[]
-  /** The functions the reply must call one of (`required`: every tool; a named choice: that one). */
+  /** The functions a call may name (`required` and `auto`: every tool; a named choice: that one). */
   callable: FunctionTool[]
+  /** The reply must be a call (`required` or a named function), constrained to one; with `auto`
+   * the model writes text or a call as it chooses, and a reply that is a call becomes one. */
+  required: boolean
 }
 
 /** A call as the response reports it. */
@@ -32,9 +35,8 @@ const NAME = /^[A-Za-z0-9_-]{1,64}$/
 
 /**
  * OpenAI's `tools` with `tool_choice`: `required` or `{ type: 'function', function: { name } }`
- * makes the reply a call, constrained to the schema of its arguments; `none` (or no tools) asks
- * for text. `auto`, where the model would choose between text and a call, is refused: nothing
- * here would let a model without its own tool format make that choice reliably.
+ * makes the reply a call, constrained to the schema of its arguments; `auto` (the default) lets
+ * the model answer in text or with a call, unconstrained; `none` (or no tools) asks for text.
  */
 export function toolCallRequest(b: Body): ToolCallRequest | null {
   const { tools: value, tool_choice: choice } = b
@@ -46,17 +48,12 @@ export function toolCallRequest(b: Body): ToolCallRequest | null {
   const tools = value.map((t: unknown, i) => functionTool(t, `tools[${i}]`))
   if (new Set(tools.map((t) => t.name)).size !== tools.length) throw ApiError.invalid('tools', 'tools must have distinct names')
   if (choice === 'none') return null
-  if (choice === undefined || choice === null || choice === 'auto') {
-    throw new ApiError(400, "tool_choice 'auto' (the default with tools) is not supported: set tool_choice to 'required', or to { type: 'function', function: { name } }", {
-      code: 'unsupported_parameter',
-      param: 'tool_choice',
-    })
-  }
-  if (choice === 'required') return { tools, callable: tools }
+  if (choice === undefined || choice === null || choice === 'auto') return { tools, callable: tools, required: false }
+  if (choice === 'required') return { tools, callable: tools, required: true }
   const named = typeof choice === 'object' && (choice as Body).type === 'function' ? ((choice as Body).function as Body | undefined)?.name : undefined
   const tool = tools.find((t) => t.name === named)
   if (!tool) throw ApiError.invalid('tool_choice', "tool_choice must be 'none', 'auto', 'required' or { type: 'function', function: { name } } naming one of the tools")
-  return { tools, callable: [tool] }
+  return { tools, callable: [tool], required: true }
 }
 
 function functionTool(t: unknown, param: string): FunctionTool {
@@ -96,11 +93,12 @@ export function withTools(messages: ChatMessage[], request: ToolCallRequest): Ch
   return [{ role: 'system', content: guide }, ...messages]
 }
 
-/** A finished choice's text as the call it is; null if it is not one (a reply cut by max_tokens). */
-export function parseToolCall(text: string): ToolCall | null {
+/** A finished choice's text as a call of one of `names`; null if it is not one (text, or a call
+ * cut by max_tokens). */
+export function parseToolCall(text: string, names: readonly string[]): ToolCall | null {
   try {
     const { name, arguments: args } = JSON.parse(text) as { name?: unknown; arguments?: unknown }
-    if (typeof name !== 'string') return null
+    if (typeof name !== 'string' || !names.includes(name) || typeof args !== 'object' || args === null || Array.isArray(args)) return null
     return { id: `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`, type: 'function', function: { name, arguments: JSON.stringify(args ?? {}) } }
   } catch {
     return null

@@ -20,7 +20,7 @@ export interface ValidRequest {
   jsonSchema: object | null
   /** Top tokens to report with each sampled token's log-probability, or null for none. */
   logprobs: number | null
-  /** The functions a reply must call one of (chat's `tools` with `tool_choice` required or named), or null. */
+  /** The functions a reply may (`auto`) or must (`required`, named) call, or null. */
   tools: ToolCallRequest | null
 }
 
@@ -85,7 +85,7 @@ export function validateRequest(body: unknown, kind: 'chat' | 'completion', defa
   const jsonSchema = responseSchema(b.response_format)
   const tools = kind === 'chat' ? toolCallRequest(b) : null
   optional(b, 'parallel_tool_calls', 'boolean', 'true or false') // one call per choice either way, which both allow
-  if (tools && jsonSchema) throw ApiError.invalid('response_format', 'response_format cannot be combined with a required tool call: the reply is the call')
+  if (tools && jsonSchema) throw ApiError.invalid('response_format', 'response_format cannot be combined with tools: a reply is either the format or a call')
   return { model, messages, prompt, n, maxTokens, stream, includeUsage, stop: stops(b.stop), sampling, jsonSchema, logprobs: logprobsOf(b, kind), tools }
 }
 
