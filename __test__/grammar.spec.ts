@@ -58,8 +58,11 @@ test('a regex and a Lark grammar bound the whole output', async (t) => {
 test("a grammar's end token ends the row as no text, even where the caller's stop tokens leave it out", async (t) => {
   const engine = new Engine(smol)
   const prompt = smol.tokenizer.encode(chatml('How many legs does a spider have? Answer with a number.'), { special: true })
-  const rows = await engine.generateBatch(prompt, { regex: '[0-9]+', stopTokens: [], temperature: 1, numSamples: 6, seed: 1, maxTokens: 12 })
-  for (const row of rows) t.regex(row.text, /^[0-9]+$/)
+  const rows = await engine.generateBatch(prompt, { regex: '[0-9]+', stopTokens: [], temperature: 1, numSamples: 6, seed: 1, maxTokens: 12, logprobs: 0 })
+  for (const row of rows) {
+    t.regex(row.text, /^[0-9]+$/)
+    t.is(row.logprobs?.length, row.tokens.length, 'one log-probability per token kept, none for the end token')
+  }
   // The end token is allowed only once the grammar is complete; where it was drawn, the row ended there.
   t.true(rows.some((r) => r.finishReason === 'stop'), rows.map((r) => `${r.finishReason}:${r.text}`).join(' '))
 })

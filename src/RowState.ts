@@ -87,12 +87,14 @@ export class RowState {
     const forced = this.takeForced()
     const token = forced >= 0 ? forced : this.sampler.sample(pass.logits, row * vocab, vocab, pass.candidates, row)
     const mask = forced >= 0 ? 0 : 1
-    const reported = logprobs !== null && mask === 1 ? computeLogprobs(pass.logits, row * vocab, vocab, token, logprobs) : null
-    if (logprobs !== null && !stopTokens.has(token)) this.logprobs.push(reported)
-    this.constraint?.consume(token)
     // A grammar's end token ends the row even where the caller's stop tokens leave it out: it
     // is the grammar's end, not text.
-    let text = this.accept(token, mask, stopTokens.has(token) || this.constraint?.isEnd(token) === true)
+    const ends = stopTokens.has(token) || this.constraint?.isEnd(token) === true
+    const reported = logprobs !== null && mask === 1 ? computeLogprobs(pass.logits, row * vocab, vocab, token, logprobs) : null
+    // Aligned with `tokens`, which an ending token does not join.
+    if (logprobs !== null && !ends) this.logprobs.push(reported)
+    this.constraint?.consume(token)
+    let text = this.accept(token, mask, ends)
     if (!this.completed && this.constraint?.stopped) text += this.finish('stop')
     if (!this.completed && this.tokens.length >= lengthLimit) text += this.finish('length')
     return { token, mask, text, logprobs: reported }
