@@ -6,7 +6,7 @@ import type { GenerateOptions } from './GenerateOptions.js'
 import type { GenerateStep } from './GenerateStep.js'
 import type { GeneratedRow } from './GeneratedRow.js'
 import type { Grammar } from './Grammar.js'
-import type { GrammarSpec } from './GrammarSpec.js'
+import { GRAMMAR_KINDS, type GrammarSpec } from './GrammarSpec.js'
 import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
 import { Model, type ForwardResult } from './Model.js'
@@ -89,7 +89,6 @@ interface LastCall {
   passes: number
 }
 
-const GRAMMAR_OPTIONS = ['jsonSchema', 'grammar', 'regex'] as const
 /** OpenAI's limit on top_logprobs. */
 const MAX_TOP_LOGPROBS = 20
 
@@ -435,7 +434,7 @@ export class Engine<M extends ForwardModel = Model> {
 
 /** The one of `jsonSchema`, `grammar` and `regex` given, as a spec; null for none. */
 function grammarOf(options: GenerateOptions<RowCache>): GrammarSpec | null {
-  const given = GRAMMAR_OPTIONS.filter((key) => options[key] !== undefined)
+  const given = GRAMMAR_KINDS.filter((key) => options[key] !== undefined)
   if (given.length > 1) throw new KvEngineError('INVALID_ARGUMENT', `give one of jsonSchema, grammar and regex, not ${given.join(' and ')}`)
   if (given.length === 0) return null
   if (options.tools !== undefined && options.tools !== false) {

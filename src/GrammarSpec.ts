@@ -5,3 +5,6 @@
  * expression the whole output matches.
  */
 export type GrammarSpec = { jsonSchema: object | string } | { grammar: string } | { regex: string }
+
+/** The keys a `GrammarSpec` has one of (the same names as `GenerateOptions`' grammar options). */
+export const GRAMMAR_KINDS = ['jsonSchema', 'grammar', 'regex'] as const

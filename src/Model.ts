@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises'
 
 import { Candidates } from './Candidates.js'
 import { Grammar } from './Grammar.js'
-import type { GrammarSpec } from './GrammarSpec.js'
+import { GRAMMAR_KINDS, type GrammarSpec } from './GrammarSpec.js'
 import type { CacheOptions } from './CacheOptions.js'
 import type { ChatMessage } from './ChatMessage.js'
 import { checkInteger } from './checkInteger.js'
@@ -82,8 +82,6 @@ export interface ForwardOptions {
    */
   constraints?: ReadonlyArray<Grammar | null | undefined>
 }
-
-const GRAMMAR_KINDS = ['jsonSchema', 'grammar', 'regex'] as const
 
 /** The most passes one `forward` call runs with `greedySteps`. */
 const MAX_GREEDY_STEPS = 64

@@ -82,7 +82,7 @@ function num(v: string | undefined): number | undefined {
 /** Sampling from the flags; left out, 0.7 (nanochat's chat CLI: 0.6 and top-k 50 for a model
  * with nanochat's conversation format). */
 function sampling(args: Args, model: Model) {
-  const nanochat = !model.info.hasChatTemplate
+  const nanochat = speaksNanochat(model)
   return {
     maxTokens: num(args['max-tokens']),
     temperature: num(args.temperature) ?? (nanochat ? 0.6 : 0.7),

@@ -253,8 +253,10 @@ export class BatchLoop {
     return { ...entry(token, logprobs.logprob), top: logprobs.top.map((e) => entry(e.token, e.logprob)) }
   }
 
-  /** Each cache row's grammar for this step; a prefilling job's first row is masked for the token its last chunk yields. */
-  #constraints(rows: number): (Grammar | null)[] {
+  /** Each cache row's grammar for this step (a prefilling job's first row is masked for the
+   * token its last chunk yields); undefined while no job has one, so a plain step builds nothing. */
+  #constraints(rows: number): (Grammar | null)[] | undefined {
+    if (!this.#active.some((a) => a.job.grammar)) return undefined
     const constraints: (Grammar | null)[] = Array.from({ length: rows }, () => null)
     for (const a of this.#active) a.states.forEach((s, i) => (constraints[a.rows[i]] = s.constraint))
     return constraints
