@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeCancelToken = nativeBinding.NativeCancelToken
+module.exports.NativeChatTemplate = nativeBinding.NativeChatTemplate
 module.exports.NativeConstraint = nativeBinding.NativeConstraint
 module.exports.NativeKvCache = nativeBinding.NativeKvCache
 module.exports.NativeModel = nativeBinding.NativeModel

@@ -16,6 +16,18 @@ export declare class NativeCancelToken {
   get cancelled(): boolean
 }
 
+/** A chat template ready to render: a model's own, or one given in its place. */
+export declare class NativeChatTemplate {
+  /**
+   * `messagesJson`: Hugging Face's messages (role, content, and optionally tool_calls,
+   * tool_call_id, name); `toolsJson`: OpenAI's function list, or none. JSON text, because
+   * arguments and schemas are arbitrary JSON that templates walk.
+   */
+  render(messagesJson: string, addGenerationPrompt: boolean, toolsJson?: string | undefined | null): string
+  /** "hermes" or "llama3" where the template renders tools and teaches that call format. */
+  get toolFormat(): string | null
+}
+
 /** One row's place in its grammar. */
 export declare class NativeConstraint {
   /** Moves past a token the row took; INVALID_ARGUMENT when the grammar does not allow it. */
@@ -64,7 +76,11 @@ export declare class NativeModel {
    */
   tokenBytes(): NativeTokenBytes
   decode(ids: Uint32Array): string
-  applyChatTemplate(messages: Array<NativeChatMessage>, addGenerationPrompt: boolean): string
+  /**
+   * The model's own chat template, or `source` in its place (rendered with the model's BOS
+   * and EOS text); none for a model without one and no `source`.
+   */
+  chatTemplate(source?: string | undefined | null): NativeChatTemplate | null
   /**
    * nanochat's chat format: ids and training mask of the conversation, truncated to
    * `maxTokens` (default 2048, as upstream's render_conversation).
@@ -115,11 +131,6 @@ export declare function hasCuda(): boolean
  * Q8_0/Q4_0 weights by.
  */
 export declare function loadModel(path: string, threads?: number | undefined | null, progress?: (fraction: number) => void, device?: string | undefined | null, dtype?: string | undefined | null, activations?: string | undefined | null): Promise<NativeModel>
-
-export interface NativeChatMessage {
-  role: string
-  content: string
-}
 
 /**
  * A nanochat conversation message: `content` text, or for assistant turns `parts` (text,

@@ -6,6 +6,7 @@ import type { ServerResponse } from 'node:http'
 import test from 'ava'
 
 import { OpenAiFormat } from '../src/server/OpenAiFormat.js'
+import { ToolCallFormat } from '../src/ToolCallFormat.js'
 import { ResponseSink } from '../src/server/ResponseSink.js'
 
 /** A response whose socket hands bytes on only when `flush` says so, as a client that reads at will. */
@@ -123,7 +124,7 @@ test('tool_choice auto, streamed: a reply starting with "{" is held and sent as 
     includeUsage: false,
     maxUnsentBytes: 1 << 20,
     writeTimeoutMs: 1000,
-    toolCalls: { names: ['add'], required: false },
+    toolCalls: { names: ['add'], required: false, format: new ToolCallFormat('json') },
   })
   sink.open()
   const deltas = () => res.events.map((e) => (e.choices as { index: number; delta: Record<string, unknown>; finish_reason: string | null }[])[0])
@@ -143,4 +144,29 @@ test('tool_choice auto, streamed: a reply starting with "{" is held and sent as 
   t.deepEqual(d.filter((x) => x.finish_reason).map((x) => [x.index, x.finish_reason]), [[0, 'tool_calls'], [1, 'stop'], [2, 'length']])
   t.is(d.filter((x) => x.index === 1).map((x) => x.delta.content ?? '').join(''), ' Hello')
   t.is(d.filter((x) => x.index === 2).map((x) => x.delta.content ?? '').join(''), '{not a call', 'a cut reply that is no call goes out as text')
+})
+
+test("tool_choice auto in Qwen's format: a reply held while it may open <tool_call>, its blocks sent as calls; one that turns out text streams whole", (t) => {
+  const res = new RecordingResponse()
+  const sink = new ResponseSink(res as unknown as ServerResponse, new OpenAiFormat('chat', 'm'), {
+    n: 2,
+    stream: true,
+    includeUsage: false,
+    maxUnsentBytes: 1 << 20,
+    writeTimeoutMs: 1000,
+    toolCalls: { names: ['add', 'neg'], required: false, format: new ToolCallFormat('hermes') },
+  })
+  sink.open()
+  const deltas = () => res.events.map((e) => (e.choices as { index: number; delta: Record<string, unknown>; finish_reason: string | null }[])[0]).slice(2)
+  sink.text(0, '<tool_')
+  sink.text(1, '<to')
+  t.deepEqual(deltas(), [], 'both may still be calls')
+  sink.text(1, 'day>')
+  t.deepEqual(deltas().map((d) => [d.index, d.delta.content]), [[1, '<today>']], 'the text choice streams once it cannot be a call, from its first character')
+  sink.text(0, 'call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>\n<tool_call>\n{"name": "neg", "arguments": {"x": 1}}\n</tool_call>')
+  sink.finish(0, 'stop')
+  sink.finish(1, 'stop')
+  const call = deltas().find((x) => x.index === 0 && x.delta.tool_calls) as { delta: { tool_calls: { index: number; function: { name: string; arguments: string } }[] } }
+  t.deepEqual(call.delta.tool_calls.map((c) => [c.index, c.function]), [[0, { name: 'add', arguments: '{"a":2,"b":3}' }], [1, { name: 'neg', arguments: '{"x":1}' }]])
+  t.deepEqual(deltas().filter((x) => x.finish_reason).map((x) => [x.index, x.finish_reason]), [[0, 'tool_calls'], [1, 'stop']])
 })

@@ -3,7 +3,7 @@ import test from 'ava'
 import OpenAI from 'openai'
 
 import { Engine } from '../index.js'
-import { encodeChat } from '../src/server/encodeChat.js'
+import { encodeChat } from '../src/encodeChat.js'
 import { chatPrompt, metric, model, startServer } from './serverHarness.js'
 
 const server = await startServer()

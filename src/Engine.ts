@@ -1,5 +1,9 @@
 import { BurstLedger } from './BurstLedger.js'
 import { Candidates } from './Candidates.js'
+import type { ChatMessage } from './ChatMessage.js'
+import type { ChatOptions } from './ChatOptions.js'
+import type { ChatReply } from './ChatReply.js'
+import { chatReplies } from './chatReplies.js'
 import type { FinishReason } from './FinishReason.js'
 import type { ForwardModel } from './ForwardModel.js'
 import type { GenerateOptions } from './GenerateOptions.js'
@@ -263,6 +267,14 @@ export class Engine<M extends ForwardModel = Model> {
       step.finished.push(state.completed ? (state.finishReason as FinishReason) : null)
     }
     return step
+  }
+
+  /**
+   * Answers a conversation with the model's chat template: `numSamples` replies, each text or
+   * calls of the functions `options.tools` offers (OpenAI's shapes; see ChatOptions).
+   */
+  async chat(this: Engine<Model>, messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatReply[]> {
+    return chatReplies(this, messages, options)
   }
 
   /** Runs generation to the end and returns each row's tokens, masks, text and finish reason. */

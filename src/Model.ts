@@ -11,8 +11,10 @@ import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
 import type { ModelInfo } from './ModelInfo.js'
 import { Tokenizer } from './Tokenizer.js'
-import { awaitNative, callNative, native, toKvEngineError, type NativeModel } from './native.js'
+import { awaitNative, callNative, native, toKvEngineError, type NativeChatTemplate, type NativeModel } from './native.js'
 import { toTokenIds } from './toTokenIds.js'
+import { ToolCallFormat, type ToolCallFormatName } from './ToolCallFormat.js'
+import type { ChatTool } from './ChatTool.js'
 
 export interface ModelLoadOptions {
   /** Threads for the matmuls. Sized once per process (the first load decides). Defaults to the
@@ -37,6 +39,12 @@ export interface ModelLoadOptions {
    * results by float rounding only.
    */
   activations?: 'f32' | 'q8'
+  /**
+   * A Jinja chat template to render chats with in place of the one the model ships (as
+   * llama-server's `--chat-template-file`): for a file whose template is missing, wrong, or
+   * lacks the tool format its model was taught.
+   */
+  chatTemplate?: string
 }
 
 export interface ForwardOptions {
@@ -86,7 +94,7 @@ export interface ForwardOptions {
 /** The most passes one `forward` call runs with `greedySteps`. */
 const MAX_GREEDY_STEPS = 64
 
-const LOAD_OPTIONS: Record<keyof ModelLoadOptions, true> = { threads: true, onProgress: true, device: true, dtype: true, activations: true }
+const LOAD_OPTIONS: Record<keyof ModelLoadOptions, true> = { threads: true, onProgress: true, device: true, dtype: true, activations: true, chatTemplate: true }
 const CACHE_OPTIONS: Record<keyof CacheOptions, true> = { kvType: true }
 const FORWARD_OPTIONS: Record<keyof ForwardOptions, true> = {
   allLogits: true,
@@ -116,12 +124,17 @@ export class Model {
   readonly #native: NativeModel
   /** What a CUDA model computes in, and so holds its cache in. */
   readonly #dtype: ModelLoadOptions['dtype']
+  readonly #template: NativeChatTemplate | null
+  /** How this model's chat template has it write function calls (see ToolCallFormat). */
+  readonly toolCallFormat: ToolCallFormat
 
-  private constructor(path: string, handle: NativeModel, dtype: ModelLoadOptions['dtype']) {
+  private constructor(path: string, handle: NativeModel, dtype: ModelLoadOptions['dtype'], chatTemplate: string | undefined) {
     this.path = path
     this.#native = handle
     this.#dtype = dtype
-    this.info = callNative(() => handle.info())
+    this.#template = callNative(() => handle.chatTemplate(chatTemplate))
+    this.toolCallFormat = new ToolCallFormat((this.#template?.toolFormat as ToolCallFormatName | null) ?? 'json')
+    this.info = { ...callNative(() => handle.info()), hasChatTemplate: this.#template !== null }
     this.tokenizer = new Tokenizer(handle, this.info.addBosToken, this.info.vocabSize)
   }
 
@@ -131,7 +144,10 @@ export class Model {
       throw new KvEngineError('INVALID_ARGUMENT', 'Model.load() needs the path of a .gguf file or a model directory')
     }
     checkOptionKeys<ModelLoadOptions>(options, LOAD_OPTIONS, 'Model.load()')
-    const { threads, onProgress, device, dtype, activations } = options
+    const { threads, onProgress, device, dtype, activations, chatTemplate } = options
+    if (chatTemplate !== undefined && (typeof chatTemplate !== 'string' || chatTemplate.length === 0)) {
+      throw new KvEngineError('INVALID_ARGUMENT', 'chatTemplate must be the text of a Jinja chat template')
+    }
     if (threads !== undefined) checkInteger('threads', threads, 1, 1024)
     if (activations !== undefined && activations !== 'f32' && activations !== 'q8') {
       throw new KvEngineError('INVALID_ARGUMENT', `activations must be 'f32' or 'q8', got ${JSON.stringify(activations)}`)
@@ -144,21 +160,27 @@ export class Model {
       )
     })
     const handle = await awaitNative(() => native.loadModel(path, threads, onProgress, device, dtype, activations))
-    return new Model(path, handle, dtype)
+    try {
+      return new Model(path, handle, dtype, chatTemplate)
+    } catch (err) {
+      handle.dispose()
+      throw err
+    }
   }
 
-  /** Renders messages with the model's own chat template (Jinja, as Hugging Face renders it). */
-  applyChatTemplate(messages: ChatMessage[], options: { addGenerationPrompt?: boolean } = {}): string {
+  /**
+   * Renders messages with the model's chat template (Jinja, as Hugging Face renders it), and
+   * `tools` (OpenAI's function list) where the template renders them.
+   */
+  applyChatTemplate(messages: ChatMessage[], options: { addGenerationPrompt?: boolean; tools?: ChatTool[] } = {}): string {
     if (!Array.isArray(messages) || messages.length === 0) {
       throw new KvEngineError('INVALID_ARGUMENT', 'applyChatTemplate() needs a non-empty array of messages')
     }
-    for (const [i, m] of messages.entries()) {
-      if (typeof m?.role !== 'string' || typeof m?.content !== 'string') {
-        throw new KvEngineError('INVALID_ARGUMENT', `messages[${i}] must be { role: string, content: string }`)
-      }
-    }
-    const plain = messages.map(({ role, content }) => ({ role, content }))
-    return callNative(() => this.#native.applyChatTemplate(plain, options.addGenerationPrompt ?? true))
+    const template = this.#template
+    if (!template) throw new KvEngineError('UNSUPPORTED', 'this model ships no chat template; give one (Model.load\'s chatTemplate), or format the prompt yourself and use encode()')
+    const hf = messages.map((m, i) => templateMessage(m, `messages[${i}]`))
+    const tools = options.tools === undefined ? undefined : JSON.stringify(options.tools)
+    return callNative(() => template.render(JSON.stringify(hf), options.addGenerationPrompt ?? true, tools))
   }
 
   /**
@@ -345,4 +367,21 @@ function rowsOfLogits(tokens: Uint32Array[], allLogits: boolean): Uint32Array {
     rows.fill(row, at, (at += n))
   }
   return rows
+}
+
+/** A message as Hugging Face templates read it: an earlier call's arguments as an object, which templates write with `tojson`. */
+function templateMessage(m: ChatMessage, param: string): object {
+  if (typeof m?.role !== 'string' || typeof m?.content !== 'string') {
+    throw new KvEngineError('INVALID_ARGUMENT', `${param} must be { role: string, content: string }`)
+  }
+  const { role, content, toolCalls, toolCallId, name } = m
+  if (toolCalls !== undefined && !Array.isArray(toolCalls)) throw new KvEngineError('INVALID_ARGUMENT', `${param}.toolCalls must be a list of calls`)
+  const calls = toolCalls?.map((c, j) => {
+    try {
+      return { id: c.id, type: 'function', function: { name: c.function.name, arguments: JSON.parse(c.function.arguments) as unknown } }
+    } catch (cause) {
+      throw new KvEngineError('INVALID_ARGUMENT', `${param}.toolCalls[${j}] must be { id, type: 'function', function: { name, arguments } } with arguments as JSON text`, { cause })
+    }
+  })
+  return { role, content, ...(calls && { tool_calls: calls }), ...(toolCallId !== undefined && { tool_call_id: toolCallId }), ...(name !== undefined && { name }) }
 }

@@ -12,7 +12,7 @@ import { missingCpuFeatures } from './cpuProbe.js'
 import { glibcVersion } from './glibcVersion.js'
 import { CUDA_ADDON, CUDA_PACKAGE, pickBinding } from './pickBinding.js'
 
-export type { NativeModel, NativeKvCache, NativeModelInfo, NativeCancelToken, NativeConstraint } from '../native.cjs'
+export type { NativeModel, NativeKvCache, NativeModelInfo, NativeCancelToken, NativeConstraint, NativeChatTemplate } from '../native.cjs'
 
 const require = createRequire(import.meta.url)
 

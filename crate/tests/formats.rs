@@ -130,20 +130,17 @@ fn tokenizers_encode_identically() {
 #[test]
 fn chat_templates_render_chatml() {
     let f = fixture();
-    let messages = vec![
-        ChatMessage { role: "system".into(), content: "You are terse.".into() },
-        ChatMessage { role: "user".into(), content: "Hello the cat".into() },
-    ];
+    let messages = vec![ChatMessage::new("system", "You are terse."), ChatMessage::new("user", "Hello the cat")];
     let expected = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello the cat<|im_end|>\n<|im_start|>assistant\n";
     for (name, m) in [("gguf", &f.gguf), ("hf", &f.hf), ("hf-sharded", &f.hf_sharded)] {
         let t = m.chat_template.as_ref().unwrap_or_else(|| panic!("{name} has no chat template"));
-        assert_eq!(t.render(&messages, true).unwrap(), expected, "{name}");
-        assert_eq!(t.render(&messages, false).unwrap(), &expected[..expected.len() - "<|im_start|>assistant\n".len()], "{name}");
-        let bad = [ChatMessage { role: "wizard".into(), content: "x".into() }];
-        assert_eq!(t.render(&bad, true).unwrap_err().kind, kvengine::ErrorKind::InvalidArgument);
+        assert_eq!(t.render(&messages, true, None).unwrap(), expected, "{name}");
+        assert_eq!(t.render(&messages, false, None).unwrap(), &expected[..expected.len() - "<|im_start|>assistant\n".len()], "{name}");
+        let bad = [ChatMessage::new("wizard", "x")];
+        assert_eq!(t.render(&bad, true, None).unwrap_err().kind, kvengine::ErrorKind::InvalidArgument);
     }
     // The rendered prompt tokenizes with the control tokens atomic, identically everywhere.
-    let text = f.gguf.chat_template.as_ref().unwrap().render(&messages, true).unwrap();
+    let text = f.gguf.chat_template.as_ref().unwrap().render(&messages, true, None).unwrap();
     let ids = f.gguf.tokenizer.encode(&text, true, false).unwrap();
     assert_eq!(ids, f.hf.tokenizer.encode(&text, true, false).unwrap());
     let count = |id: u32| ids.iter().filter(|&&x| x == id).count();

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto'
 import type { FinishReason } from '../FinishReason.js'
 import type { Usage } from './Job.js'
 import type { ReportedToken } from './ReportedToken.js'
-import type { ToolCall } from './toolCalls.js'
+import type { ToolCall } from '../ToolCall.js'
 
 /**
  * OpenAI's response objects for one request, streamed or whole: chat (`delta` / `message`) or
@@ -46,9 +46,9 @@ export class OpenAiFormat {
     return this.chunk(index, this.#chat ? {} : '', reason, includeUsage, tokens)
   }
 
-  /** A choice's call, whole in one delta (OpenAI streams it in pieces; clients join them). */
-  toolCall(index: number, call: ToolCall, includeUsage: boolean, tokens: ReportedToken[] = []): object {
-    return this.chunk(index, { tool_calls: [{ index: 0, ...call }] }, null, includeUsage, tokens)
+  /** A choice's calls, each whole in one delta (OpenAI streams them in pieces; clients join them). */
+  toolCalls(index: number, calls: ToolCall[], includeUsage: boolean, tokens: ReportedToken[] = []): object {
+    return this.chunk(index, { tool_calls: calls.map((call, i) => ({ index: i, ...call })) }, null, includeUsage, tokens)
   }
 
   /** The extra chunk `stream_options.include_usage` asks for, just before `[DONE]`. */
@@ -56,11 +56,11 @@ export class OpenAiFormat {
     return { ...this.#head, choices: [], usage: usageOf(usage) }
   }
 
-  whole(texts: string[], reasons: FinishReason[], usage: Usage, tokens: ReportedToken[][] = [], calls: (ToolCall | null)[] = []): object {
+  whole(texts: string[], reasons: FinishReason[], usage: Usage, tokens: ReportedToken[][] = [], calls: (ToolCall[] | null)[] = []): object {
     const choices = texts.map((text, index) => {
       const logprobs = this.#logprobsOf(index, tokens[index] ?? [])
-      const call = calls[index]
-      if (call) return { index, message: { role: 'assistant', content: null, tool_calls: [call], refusal: null }, logprobs, finish_reason: 'tool_calls' }
+      const made = calls[index]
+      if (made) return { index, message: { role: 'assistant', content: null, tool_calls: made, refusal: null }, logprobs, finish_reason: 'tool_calls' }
       return this.#chat
         ? { index, message: { role: 'assistant', content: text, refusal: null }, logprobs, finish_reason: reasons[index] }
         : { index, text, logprobs, finish_reason: reasons[index] }

@@ -1,11 +1,12 @@
 import type { ServerResponse } from 'node:http'
 
 import type { FinishReason } from '../FinishReason.js'
+import type { ToolCall } from '../ToolCall.js'
+import type { ToolCallFormat } from '../ToolCallFormat.js'
 import { ApiError } from './ApiError.js'
 import type { JobSink, Usage } from './Job.js'
 import type { OpenAiFormat } from './OpenAiFormat.js'
 import type { ReportedToken } from './ReportedToken.js'
-import { parseToolCall, type ToolCall } from './toolCalls.js'
 import { SseStream } from './SseStream.js'
 import { sendJson } from './sendJson.js'
 
@@ -18,11 +19,11 @@ export interface SinkOptions {
   /** A client that reads nothing for this long is dropped, which cancels its job. */
   writeTimeoutMs: number
   /**
-   * Replies may be function calls of `names`: a reply that is one is held and sent as `tool_calls`
-   * when it ends. `required`: every reply is held. Otherwise a reply is held only once it starts
-   * with `{` (as a call does), and streamed as text from its first other character.
+   * Replies may be function calls of `names`, written in `format`: a reply that is calls is held
+   * and sent as `tool_calls` when it ends. `required`: every reply is held. Otherwise a reply is
+   * held while it may be calls (it starts as they do), and streamed as text once it is not.
    */
-  toolCalls?: { names: string[]; required: boolean } | null
+  toolCalls?: { names: string[]; required: boolean; format: ToolCallFormat } | null
 }
 
 /** Writes a job's output to its HTTP response: as SSE chunks while it runs, or as one JSON body at the end. */
@@ -39,8 +40,8 @@ export class ResponseSink implements JobSink {
   readonly #reasons: FinishReason[]
   /** Per choice, reported tokens not yet sent (streamed: until the next chunk; whole: all). */
   readonly #tokens: ReportedToken[][]
-  /** Per choice, the call its text made (tool-call jobs), or null. */
-  readonly #calls: (ToolCall | null)[] = []
+  /** Per choice, the calls its text made (tool-call jobs), or null. */
+  readonly #calls: (ToolCall[] | null)[] = []
   /** Per choice of a job whose replies may be calls: true while its text is held, false once streamed. */
   readonly #holding: boolean[] = []
   #sse: SseStream | null = null
@@ -95,24 +96,23 @@ export class ResponseSink implements JobSink {
     const before = this.#texts[index]
     this.#texts[index] += text
     if (this.#holding[index] === false) return ''
-    const first = this.#texts[index].trimStart()[0]
-    // Undecided while only whitespace has come; a call starts with '{'.
-    this.#holding[index] = (this.#options.toolCalls as { required: boolean }).required || first === undefined || first === '{'
+    const { required, format } = this.#options.toolCalls as NonNullable<SinkOptions['toolCalls']>
+    this.#holding[index] = required || format.mayBeCalls(this.#texts[index]) !== false
     return this.#holding[index] ? '' : before
   }
 
   finish(index: number, reason: FinishReason): void {
     // A call cut short by max_tokens is no call: its text goes out as text, with its reason.
-    const names = this.#options.toolCalls?.names
-    const call = names && reason === 'stop' && this.#holding[index] !== false ? parseToolCall(this.#texts[index], names) : null
-    this.#calls[index] = call
+    const calling = this.#options.toolCalls
+    const calls = calling && reason === 'stop' && this.#holding[index] !== false ? calling.format.parse(this.#texts[index], calling.names) : null
+    this.#calls[index] = calls
     if (!this.#sse) {
       this.#reasons[index] = reason
       return
     }
-    if (call) this.#send(this.#format.toolCall(index, call, this.#includeUsage, this.#takeTokens(index)))
+    if (calls) this.#send(this.#format.toolCalls(index, calls, this.#includeUsage, this.#takeTokens(index)))
     else if (this.#holding[index] && this.#texts[index]) this.#send(this.#format.text(index, this.#texts[index], this.#includeUsage, this.#takeTokens(index)))
-    this.#send(this.#format.finish(index, call ? 'tool_calls' : reason, this.#includeUsage, this.#takeTokens(index)))
+    this.#send(this.#format.finish(index, calls ? 'tool_calls' : reason, this.#includeUsage, this.#takeTokens(index)))
   }
 
   done(usage: Usage): void {

@@ -2,17 +2,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { randomInt } from 'node:crypto'
 
 import type { Grammar } from '../Grammar.js'
+import type { GrammarSpec } from '../GrammarSpec.js'
 import { KvEngineError } from '../KvEngineError.js'
 import type { Model } from '../Model.js'
 import { ApiError } from './ApiError.js'
 import type { BatchLoop } from './BatchLoop.js'
-import { encodeChat } from './encodeChat.js'
+import { encodeChat } from '../encodeChat.js'
 import type { Job } from './Job.js'
 import { OpenAiFormat } from './OpenAiFormat.js'
 import { ResponseSink } from './ResponseSink.js'
 import { readJsonBody } from './readJsonBody.js'
 import { sendJson } from './sendJson.js'
-import { toolCallSchema, withTools } from './toolCalls.js'
 import { validateRequest, type ValidRequest } from './validateRequest.js'
 
 /** 32000 characters of content can take six bytes each once JSON-escaped, plus the envelope. */
@@ -57,12 +57,13 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
     throw new ApiError(404, `The model '${request.model}' does not exist: this server serves '${ctx.modelId}'`, { code: 'model_not_found', param: 'model' })
   }
   const { tools } = request
-  const messages = tools && request.messages ? withTools(request.messages, tools) : request.messages
-  const prompt = encodePrompt(ctx.model, { ...request, messages }, ctx.maxSequence)
-  const schema = tools?.required ? toolCallSchema(tools) : request.jsonSchema
-  const grammar = schema && (await compileSchema(ctx.model, schema, tools ? 'tools' : 'response_format.json_schema.schema'))
+  const calling = ctx.model.toolCallFormat
+  const prompt = encodePrompt(ctx.model, request, ctx.maxSequence)
+  const grammar = tools?.required
+    ? await compileFor(ctx.model, calling.grammar(tools), 'tools')
+    : request.jsonSchema && (await compileFor(ctx.model, { jsonSchema: request.jsonSchema }, 'response_format.json_schema.schema'))
   const format = new OpenAiFormat(kind, ctx.modelId, request.logprobs !== null)
-  const toolCalls = tools && { names: tools.callable.map((t) => t.name), required: tools.required }
+  const toolCalls = tools && { names: tools.callable.map((t) => t.name), required: tools.required, format: calling }
   const sink = new ResponseSink(res, format, { ...request, toolCalls, maxUnsentBytes: ctx.maxUnsentBytes, writeTimeoutMs: ctx.writeTimeoutMs })
   const job: Job = {
     prompt,
@@ -86,10 +87,10 @@ async function complete(ctx: ServerContext, kind: 'chat' | 'completion', req: In
   note.detail = `n=${job.n} ${tokens} ${format.id}`
 }
 
-/** The schema the replies must match, compiled for this model; one llguidance cannot compile is a 400 naming `param`. */
-async function compileSchema(model: Model, jsonSchema: object, param: string): Promise<Grammar> {
+/** What the replies must match, compiled for this model; one llguidance cannot compile is a 400 naming `param`. */
+async function compileFor(model: Model, spec: GrammarSpec, param: string): Promise<Grammar> {
   try {
-    return await model.compileGrammar({ jsonSchema })
+    return await model.compileGrammar(spec)
   } catch (err) {
     if (err instanceof KvEngineError && err.code === 'INVALID_ARGUMENT') throw ApiError.invalid(param, err.message)
     throw err
@@ -99,7 +100,7 @@ async function compileSchema(model: Model, jsonSchema: object, param: string): P
 function encodePrompt(model: Model, request: ValidRequest, maxSequence: number): number[] {
   const { tokenizer } = model
   const prompt = request.messages
-    ? encodeChat(model, request.messages)
+    ? encodeChat(model, request.messages, request.tools)
     : tokenizer.encode(request.prompt as string)
   if (prompt.length >= maxSequence) {
     throw new KvEngineError('CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens but this server holds at most ${maxSequence} per request; shorten it`)

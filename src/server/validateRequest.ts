@@ -1,7 +1,8 @@
 import type { ChatMessage } from '../ChatMessage.js'
 import { validateSamplingOptions } from '../validateSamplingOptions.js'
 import { ApiError } from './ApiError.js'
-import { toolCallRequest, type ToolCallRequest } from './toolCalls.js'
+import type { ToolCall } from '../ToolCall.js'
+import { toolCallRequest, type ToolCallRequest } from '../toolCallRequest.js'
 
 /** A request body that passed every check, with defaults filled in. */
 export interface ValidRequest {
@@ -83,8 +84,7 @@ export function validateRequest(body: unknown, kind: 'chat' | 'completion', defa
   const messages = kind === 'chat' ? chatMessages(b.messages) : null
   const prompt = kind === 'completion' ? completionPrompt(b.prompt) : null
   const jsonSchema = responseSchema(b.response_format)
-  const tools = kind === 'chat' ? toolCallRequest(b) : null
-  optional(b, 'parallel_tool_calls', 'boolean', 'true or false') // one call per choice either way, which both allow
+  const tools = kind === 'chat' ? toolCallRequest(b.tools, b.tool_choice, b.parallel_tool_calls, ApiError.invalid) : null
   if (tools && jsonSchema) throw ApiError.invalid('response_format', 'response_format cannot be combined with tools: a reply is either the format or a call')
   return { model, messages, prompt, n, maxTokens, stream, includeUsage, stop: stops(b.stop), sampling, jsonSchema, logprobs: logprobsOf(b, kind), tools }
 }
@@ -138,35 +138,44 @@ function chatMessages(value: unknown): ChatMessage[] {
   const messages = value.map((m: unknown, i): ChatMessage => {
     const param = `messages[${i}]`
     if (typeof m !== 'object' || m === null) throw ApiError.invalid(param, `${param} must be an object { role, content }`)
-    const { role, content, tool_calls: calls } = m as Body
+    const { role, content, tool_calls: calls, tool_call_id: callId, name } = m as Body
     if (typeof role !== 'string' || !ROLES.has(role)) throw ApiError.invalid(`${param}.role`, `${param}.role must be 'system', 'user', 'assistant' or 'tool'`)
-    const text = role === 'assistant' && calls !== undefined && calls !== null ? callsText(calls, `${param}.tool_calls`) : messageText(content, `${param}.content`)
-    if (text.length > LIMITS.contentChars) {
-      throw ApiError.invalid(`${param}.content`, `${param}.content has ${text.length} characters; at most ${LIMITS.contentChars} are allowed`)
+    const toolCalls = role === 'assistant' && calls !== undefined && calls !== null ? earlierCalls(calls, `${param}.tool_calls`) : undefined
+    const text = toolCalls && (content === undefined || content === null || content === '') ? '' : messageText(content, `${param}.content`)
+    const size = text.length + (toolCalls?.reduce((n, c) => n + c.function.arguments.length, 0) ?? 0)
+    if (size > LIMITS.contentChars) {
+      throw ApiError.invalid(`${param}.content`, `${param}.content has ${size} characters; at most ${LIMITS.contentChars} are allowed`)
     }
-    total += text.length
-    return { role: role as ChatMessage['role'], content: text }
+    total += size
+    const message: ChatMessage = { role: role as ChatMessage['role'], content: text, ...(toolCalls && { toolCalls }) }
+    if (role === 'tool') {
+      if (callId !== undefined && callId !== null) message.toolCallId = string(callId, `${param}.tool_call_id`)
+      if (name !== undefined && name !== null) message.name = string(name, `${param}.name`)
+    }
+    return message
   })
   if (total > LIMITS.totalChars) throw ApiError.invalid('messages', `the messages hold ${total} characters in all; at most ${LIMITS.totalChars} are allowed`)
   return messages
 }
 
-/** An assistant's earlier calls as the model writes them (see toolCalls.ts), one per line. */
-function callsText(calls: unknown, param: string): string {
+/** An assistant's earlier calls, checked: each function's arguments must be JSON text. */
+function earlierCalls(calls: unknown, param: string): ToolCall[] {
   if (!Array.isArray(calls) || calls.length === 0) throw ApiError.invalid(param, `${param} must be a non-empty list of calls`)
-  return calls
-    .map((c: unknown, i) => {
-      const fn = typeof c === 'object' && c !== null ? ((c as Body).function as Body | undefined) : undefined
-      if (typeof fn?.name !== 'string' || typeof fn.arguments !== 'string') throw ApiError.invalid(`${param}[${i}]`, `${param}[${i}] must be { type: 'function', function: { name, arguments } }`)
-      let args: unknown
-      try {
-        args = JSON.parse(fn.arguments)
-      } catch {
-        throw ApiError.invalid(`${param}[${i}].function.arguments`, 'arguments must be a JSON text')
-      }
-      return JSON.stringify({ name: fn.name, arguments: args })
-    })
-    .join('\n')
+  return calls.map((c: unknown, i): ToolCall => {
+    const { id, function: fn } = typeof c === 'object' && c !== null ? (c as { id?: unknown; function?: Body }) : {}
+    if (typeof fn?.name !== 'string' || typeof fn.arguments !== 'string') throw ApiError.invalid(`${param}[${i}]`, `${param}[${i}] must be { id, type: 'function', function: { name, arguments } }`)
+    try {
+      JSON.parse(fn.arguments)
+    } catch {
+      throw ApiError.invalid(`${param}[${i}].function.arguments`, 'arguments must be a JSON text')
+    }
+    return { id: typeof id === 'string' ? id : `call_${i}`, type: 'function', function: { name: fn.name, arguments: fn.arguments } }
+  })
+}
+
+function string(value: unknown, param: string): string {
+  if (typeof value !== 'string' || value.length > 256) throw ApiError.invalid(param, `${param} must be a string of at most 256 characters`)
+  return value
 }
 
 /** A string, or OpenAI's list of content parts of which we take the text ones. */

@@ -3,6 +3,7 @@
 //! is the only consumer; its classes wrap these.
 
 mod cancel_token;
+mod chat_template;
 mod convert;
 mod grammar;
 mod kv_cache;

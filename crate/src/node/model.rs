@@ -8,12 +8,13 @@ use napi::{Env, Status, Task};
 use napi_derive::napi;
 
 use super::cancel_token::NativeCancelToken;
+use super::chat_template::NativeChatTemplate;
 use super::grammar::{CompileTask, CompilerSlot};
 use super::kv_cache::{NativeKvCache, SharedCache};
 use super::settlement::Settlement;
 use super::{caught, disposed, guarded, task_error, Result};
 use crate::candidates::Candidates;
-use crate::chat_template::ChatMessage;
+use crate::chat_template::ChatTemplate;
 use crate::error::{Error, ErrorKind};
 use crate::kv_cache::KvCache;
 use crate::loader::LoadedModel;
@@ -47,12 +48,6 @@ pub struct NativeModelInfo {
     /// What a CPU model multiplies Q8_0/Q4_0 weights by: "q8" (8-bit, the default where its
     /// kernels keep results independent of batching) or "f32"; absent on CUDA.
     pub activations: Option<String>,
-}
-
-#[napi(object)]
-pub struct NativeChatMessage {
-    pub role: String,
-    pub content: String,
 }
 
 /// A nanochat conversation message: `content` text, or for assistant turns `parts` (text,
@@ -361,16 +356,20 @@ impl NativeModel {
         guarded(|| m.tokenizer.decode(&ids))
     }
 
+    /// The model's own chat template, or `source` in its place (rendered with the model's BOS
+    /// and EOS text); none for a model without one and no `source`.
     #[napi]
-    pub fn apply_chat_template(&self, messages: Vec<NativeChatMessage>, add_generation_prompt: bool) -> Result<String> {
+    pub fn chat_template(&self, source: Option<String>) -> Result<Option<NativeChatTemplate>> {
         let m = self.get()?;
-        let messages: Vec<ChatMessage> = messages.into_iter().map(|m| ChatMessage { role: m.role, content: m.content }).collect();
         guarded(|| {
-            let template = m
-                .chat_template
-                .as_ref()
-                .ok_or_else(|| Error::unsupported("this model ships no chat template; format the prompt yourself and use encode()"))?;
-            template.render(&messages, add_generation_prompt)
+            let template = match source {
+                Some(src) => {
+                    let name = |id: Option<u32>| id.and_then(|i| m.tokenizer.token_text(i)).unwrap_or_default();
+                    Some(ChatTemplate::new(&src, name(m.tokenizer.bos_token), name(m.tokenizer.eos_token))?)
+                }
+                None => m.chat_template.clone(),
+            };
+            Ok(template.map(NativeChatTemplate::new))
         })
     }
 
