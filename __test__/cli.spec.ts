@@ -1,7 +1,7 @@
 // The command line as a user runs it: the compiled bin, real processes, real pipes.
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -43,6 +43,19 @@ test.serial('generate streams a greedy completion as it is produced', async (t) 
   t.regex(r.stdout, /Paris/)
   t.true(r.chunks > 5, `stdout arrived in ${r.chunks} writes`)
   t.regex(r.stderr, /tokens\/s/)
+})
+
+test.serial('--chat-template-file renders chats with that template in place of the model\'s; a missing file is a clear error', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvengine-template-'))
+  t.teardown(() => rmSync(dir, { recursive: true }))
+  const file = join(dir, 't.jinja')
+  writeFileSync(file, "{{ raise_exception('this came from the file: ' ~ messages[0]['content']) }}")
+  const r = await run(['generate', '-m', modelPath('Q8_0'), '--chat-template-file', file, '-p', 'Hi', '--max-tokens', '1'])
+  t.is(r.code, 1)
+  t.regex(r.stderr, /this came from the file: Hi/)
+  const missing = await run(['generate', '-m', modelPath('Q8_0'), '--chat-template-file', join(dir, 'none.jinja'), '-p', 'Hi'])
+  t.is(missing.code, 1)
+  t.regex(missing.stderr, /cannot read --chat-template-file .*none\.jinja/)
 })
 
 test.serial('chat keeps the history in the KV cache between turns', async (t) => {

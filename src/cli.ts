@@ -28,6 +28,7 @@ const USAGE = `usage:
 sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
 --activations q8|f32: what Q8_0/Q4_0 weights multiply: 8-bit activations, as llama.cpp does
   (the default on x86 CPUs without AMX, where results stay independent of batching), or f32.
+--chat-template-file FILE: a Jinja chat template to use in place of the model's own (as llama-server's).
 -m: a .gguf file or model folder, hf:<owner>/<repo>:<quant> (e.g. :Q4_K_M), hf:<owner>/<repo>/<file.gguf>,
   or an https:// URL; downloaded once (resuming if interrupted) into $KVENGINE_MODELS_DIR, else
   $XDG_CACHE_HOME/kvengine, else ~/.cache/kvengine. Left out: SmolLM2-135M-Instruct (fetched on first use).
@@ -56,6 +57,7 @@ const options = {
   seed: { type: 'string' },
   threads: { type: 'string' },
   activations: { type: 'string' },
+  'chat-template-file': { type: 'string' },
   port: { type: 'string' },
   host: { type: 'string' },
   'max-rows': { type: 'string' },
@@ -96,8 +98,11 @@ function sampling(args: Args, model: Model) {
 async function load(args: Args): Promise<Model> {
   const path = await modelPath(args.model)
   let shown = -1
+  const templateFile = args['chat-template-file']
+  const chatTemplate = templateFile === undefined ? undefined : readTemplate(templateFile)
   const model = await Model.load(path, {
     threads: num(args.threads),
+    chatTemplate,
     activations: args.activations as 'f32' | 'q8' | undefined,
     onProgress: (f) => {
       const pct = Math.round(f * 100)
@@ -106,6 +111,14 @@ async function load(args: Args): Promise<Model> {
   })
   process.stderr.write(`${process.stderr.isTTY ? '\r' : ''}loaded ${path} (${model.info.architecture}, ${model.info.format})\n`)
   return model
+}
+
+function readTemplate(file: string): string {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch (cause) {
+    throw new KvEngineError('NOT_FOUND', `cannot read --chat-template-file '${file}': ${(cause as Error).message}`, { cause })
+  }
 }
 
 /** A local path as given; hf: names and URLs downloaded into the cache (or found there). */
