@@ -6,7 +6,7 @@ import type { ServerResponse } from 'node:http'
 import test from 'ava'
 
 import { OpenAiFormat } from '../src/server/OpenAiFormat.js'
-import { ToolCallFormat } from '../src/ToolCallFormat.js'
+import { ToolCallFormat, type ToolCallFormatName } from '../src/ToolCallFormat.js'
 import { ResponseSink } from '../src/server/ResponseSink.js'
 
 /** A response whose socket hands bytes on only when `flush` says so, as a client that reads at will. */
@@ -116,16 +116,16 @@ class RecordingResponse extends EventEmitter {
   }
 }
 
-test('tool_choice auto, streamed: a reply starting with "{" is held and sent as its call; any other streams as text at once', (t) => {
+/** A streamed chat job of `n` choices whose replies may be calls (`tool_choice` auto) in `format`. */
+function autoToolSink(n: number, names: string[], format: ToolCallFormatName) {
   const res = new RecordingResponse()
-  const sink = new ResponseSink(res as unknown as ServerResponse, new OpenAiFormat('chat', 'm'), {
-    n: 3,
-    stream: true,
-    includeUsage: false,
-    maxUnsentBytes: 1 << 20,
-    writeTimeoutMs: 1000,
-    toolCalls: { names: ['add'], required: false, format: new ToolCallFormat('json') },
-  })
+  const toolCalls = { names, required: false, format: new ToolCallFormat(format) }
+  const sink = new ResponseSink(res as unknown as ServerResponse, new OpenAiFormat('chat', 'm'), { n, stream: true, includeUsage: false, maxUnsentBytes: 1 << 20, writeTimeoutMs: 1000, toolCalls })
+  return { res, sink }
+}
+
+test('tool_choice auto, streamed: a reply starting with "{" is held and sent as its call; any other streams as text at once', (t) => {
+  const { res, sink } = autoToolSink(3, ['add'], 'json')
   sink.open()
   const deltas = () => res.events.map((e) => (e.choices as { index: number; delta: Record<string, unknown>; finish_reason: string | null }[])[0])
   sink.text(0, ' ')
@@ -147,15 +147,7 @@ test('tool_choice auto, streamed: a reply starting with "{" is held and sent as 
 })
 
 test("tool_choice auto in Qwen's format: a reply held while it may open <tool_call>, its blocks sent as calls; one that turns out text streams whole", (t) => {
-  const res = new RecordingResponse()
-  const sink = new ResponseSink(res as unknown as ServerResponse, new OpenAiFormat('chat', 'm'), {
-    n: 2,
-    stream: true,
-    includeUsage: false,
-    maxUnsentBytes: 1 << 20,
-    writeTimeoutMs: 1000,
-    toolCalls: { names: ['add', 'neg'], required: false, format: new ToolCallFormat('hermes') },
-  })
+  const { res, sink } = autoToolSink(2, ['add', 'neg'], 'hermes')
   sink.open()
   const deltas = () => res.events.map((e) => (e.choices as { index: number; delta: Record<string, unknown>; finish_reason: string | null }[])[0]).slice(2)
   sink.text(0, '<tool_')
