@@ -128,9 +128,10 @@ export declare function hasCuda(): boolean
  * once per process, so only the first load's value counts. `device` is "cpu" (default) or
  * "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in; `activations`
  * ("f32" or "q8"; when absent, `Placement::default()`'s) what a CPU model multiplies
- * Q8_0/Q4_0 weights by.
+ * Q8_0/Q4_0 weights by; `quantize` ("q8_0" or "q4_0") the blocks a CPU model's
+ * full-precision matrices are quantized to at load.
  */
-export declare function loadModel(path: string, threads?: number | undefined | null, progress?: (fraction: number) => void, device?: string | undefined | null, dtype?: string | undefined | null, activations?: string | undefined | null): Promise<NativeModel>
+export declare function loadModel(path: string, threads?: number | undefined | null, progress?: (fraction: number) => void, device?: string | undefined | null, dtype?: string | undefined | null, activations?: string | undefined | null, quantize?: string | undefined | null): Promise<NativeModel>
 
 /**
  * A nanochat conversation message: `content` text, or for assistant turns `parts` (text,

@@ -30,6 +30,8 @@ test.serial('CUDA from a CPU-only build, and unknown devices', async (t) => {
   await rejects(t, Model.load(modelPath('Q8_0'), { dtype: 'f16' }), 'INVALID_ARGUMENT', /dtype applies to device 'cuda'/)
   await rejects(t, Model.load(modelPath('Q8_0'), { activations: 'int4' as 'q8' }), 'INVALID_ARGUMENT', /activations must be 'f32' or 'q8', got "int4"/)
   await rejects(t, Model.load(modelPath('Q8_0'), { device: 'cuda', activations: 'q8' }), 'INVALID_ARGUMENT', /activations apply to device 'cpu' only/)
+  await rejects(t, Model.load(modelPath('Q8_0'), { quantize: 'q4_k' as 'q4_0' }), 'INVALID_ARGUMENT', /quantize must be 'q8_0' or 'q4_0', got "q4_k"/)
+  await rejects(t, Model.load(modelPath('Q8_0'), { device: 'cuda', quantize: 'q8_0' }), 'INVALID_ARGUMENT', /quantize applies to device 'cpu' only/)
   t.is(model.info.device, 'cpu')
   if (native.hasCuda()) return t.log('this addon is the CUDA build; scripts/gpu-check.sh covers device "cuda"')
   await rejects(t, Model.load(modelPath('Q8_0'), { device: 'cuda' }), 'UNSUPPORTED', /no CUDA support.*npm run build:cuda/)

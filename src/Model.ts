@@ -40,6 +40,14 @@ export interface ModelLoadOptions {
    */
   activations?: 'f32' | 'q8'
   /**
+   * Quantize a CPU model's full-precision projections (f32, f16 or bf16: Hugging Face
+   * safetensors, nanochat checkpoints, F32/F16 GGUFs) once at load into these blocks, which our
+   * integer kernels run: a quarter (q8_0) or under a sixth (q4_0) of the bytes to read per
+   * token, at the cost of rounding each weight. Weights already in a block format are kept.
+   * Default: none, every weight as its file holds it.
+   */
+  quantize?: 'q8_0' | 'q4_0'
+  /**
    * A Jinja chat template to render chats with in place of the one the model ships (as
    * llama-server's `--chat-template-file`): for a file whose template is missing, wrong, or
    * lacks the tool format its model was taught.
@@ -94,7 +102,7 @@ export interface ForwardOptions {
 /** The most passes one `forward` call runs with `greedySteps`. */
 const MAX_GREEDY_STEPS = 64
 
-const LOAD_OPTIONS: Record<keyof ModelLoadOptions, true> = { threads: true, onProgress: true, device: true, dtype: true, activations: true, chatTemplate: true }
+const LOAD_OPTIONS: Record<keyof ModelLoadOptions, true> = { threads: true, onProgress: true, device: true, dtype: true, activations: true, quantize: true, chatTemplate: true }
 const CACHE_OPTIONS: Record<keyof CacheOptions, true> = { kvType: true }
 const FORWARD_OPTIONS: Record<keyof ForwardOptions, true> = {
   allLogits: true,
@@ -144,7 +152,10 @@ export class Model {
       throw new KvEngineError('INVALID_ARGUMENT', 'Model.load() needs the path of a .gguf file or a model directory')
     }
     checkOptionKeys<ModelLoadOptions>(options, LOAD_OPTIONS, 'Model.load()')
-    const { threads, onProgress, device, dtype, activations, chatTemplate } = options
+    const { threads, onProgress, device, dtype, activations, quantize, chatTemplate } = options
+    if (quantize !== undefined && quantize !== 'q8_0' && quantize !== 'q4_0') {
+      throw new KvEngineError('INVALID_ARGUMENT', `quantize must be 'q8_0' or 'q4_0', got ${JSON.stringify(quantize)}`)
+    }
     if (chatTemplate !== undefined && (typeof chatTemplate !== 'string' || chatTemplate.length === 0)) {
       throw new KvEngineError('INVALID_ARGUMENT', 'chatTemplate must be the text of a Jinja chat template')
     }
@@ -159,7 +170,7 @@ export class Model {
         { cause },
       )
     })
-    const handle = await awaitNative(() => native.loadModel(path, threads, onProgress, device, dtype, activations))
+    const handle = await awaitNative(() => native.loadModel(path, threads, onProgress, device, dtype, activations, quantize))
     try {
       return new Model(path, handle, dtype, chatTemplate)
     } catch (err) {

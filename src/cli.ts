@@ -28,6 +28,7 @@ const USAGE = `usage:
 sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P --seed S --threads N
 --activations q8|f32: what Q8_0/Q4_0 weights multiply: 8-bit activations, as llama.cpp does
   (the default on x86 CPUs without AMX, where results stay independent of batching), or f32.
+--quantize q8_0|q4_0: quantize full-precision weights (safetensors, nanochat, F32/F16 GGUF) once at load.
 --chat-template-file FILE: a Jinja chat template to use in place of the model's own (as llama-server's).
 -m: a .gguf file or model folder, hf:<owner>/<repo>:<quant> (e.g. :Q4_K_M), hf:<owner>/<repo>/<file.gguf>,
   or an https:// URL; downloaded once (resuming if interrupted) into $KVENGINE_MODELS_DIR, else
@@ -58,6 +59,7 @@ const options = {
   threads: { type: 'string' },
   activations: { type: 'string' },
   'chat-template-file': { type: 'string' },
+  quantize: { type: 'string' },
   port: { type: 'string' },
   host: { type: 'string' },
   'max-rows': { type: 'string' },
@@ -104,6 +106,7 @@ async function load(args: Args): Promise<Model> {
     threads: num(args.threads),
     chatTemplate,
     activations: args.activations as 'f32' | 'q8' | undefined,
+    quantize: args.quantize as 'q8_0' | 'q4_0' | undefined,
     onProgress: (f) => {
       const pct = Math.round(f * 100)
       if (process.stderr.isTTY && pct !== shown) process.stderr.write(`\rloading ${path} ${(shown = pct)}%`)

@@ -9,6 +9,7 @@ use crate::chat_template::{ChatTemplate, GEMMA_TURNS};
 use crate::config::{Architecture, ModelConfig};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::gguf::GgufFile;
+use crate::matmul::MatmulOptions;
 use crate::nanochat::checkpoint::{self, TensorMap};
 use crate::nanochat::tiktoken::TiktokenBpe;
 use crate::nanochat::NanochatModel;
@@ -41,8 +42,7 @@ pub fn load_on(path: &Path, placement: Placement, progress: &mut dyn FnMut(f64))
     if crate::nanogpt::claims(path) {
         load_nanogpt(path, placement, progress)
     } else if checkpoint::is_checkpoint(path) {
-        crate::placement::check_nanochat(placement)?;
-        load_nanochat(path, progress)
+        load_nanochat(path, crate::placement::check_nanochat(placement)?, progress)
     } else if meta.is_dir() {
         load_hf_dir(path, placement, progress)
     } else {
@@ -88,7 +88,7 @@ fn load_hf_dir(dir: &Path, placement: Placement, progress: &mut dyn FnMut(f64)) 
 }
 
 /// nanochat has no chat template: its format is rendered to ids (crate::nanochat::render).
-fn load_nanochat(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
+fn load_nanochat(path: &Path, options: MatmulOptions, progress: &mut dyn FnMut(f64)) -> Result<LoadedModel> {
     let files = checkpoint::locate(path)?;
     let text = crate::safetensors_dir::read_text(&files.meta)?;
     let meta: crate::nanochat::config::Meta = serde_json::from_str(&text)
@@ -96,7 +96,7 @@ fn load_nanochat(path: &Path, progress: &mut dyn FnMut(f64)) -> Result<LoadedMod
     let config = meta.model_config.resolve()?;
     let tokenizer = Tokenizer::from_tiktoken(TiktokenBpe::from_pickle_file(&files.tokenizer)?)?;
     let mut tensors = TensorMap::read(&files.weights)?;
-    let model = NanochatModel::load(&mut tensors, config, progress)?;
+    let model = NanochatModel::load(&mut tensors, config, options, progress)?;
     check_vocab(&model.config.base, &tokenizer)?;
     let format = if files.weights.extension().is_some_and(|e| e == "pt") { "nanochat pt" } else { "nanochat safetensors" };
     Ok(LoadedModel { model: model.into(), tokenizer, chat_template: None, format: format.into() })

@@ -6,15 +6,16 @@ use candle_core::DType;
 use crate::any_model::LanguageModel;
 use crate::config::{Architecture, ModelConfig};
 use crate::error::{Error, Result};
-use crate::matmul::Activations;
+use crate::matmul::{Activations, MatmulOptions};
 use crate::model::Model;
 use crate::unfused::Unfused;
-use crate::weights::WeightSource;
+use crate::weights::{Quantize, WeightSource};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
-    /// Our kernels, multiplying Q8_0/Q4_0 weights by `activations`.
-    Cpu { activations: Activations },
+    /// Our kernels, multiplying Q8_0/Q4_0 weights by `options.activations`, full-precision
+    /// matrices quantized first to `options.quantize` where given.
+    Cpu(MatmulOptions),
     /// The first CUDA device, computing in `dtype` (f32, f16 or bf16).
     Cuda { dtype: DType },
 }
@@ -24,24 +25,30 @@ pub enum Placement {
 /// and independent of batching (`Activations::preferred`), else f32.
 impl Default for Placement {
     fn default() -> Self {
-        Self::Cpu { activations: Activations::preferred() }
+        Self::Cpu(MatmulOptions { activations: Activations::preferred(), quantize: None })
     }
 }
 
 impl Placement {
     /// The CPU with f32 activations: the road whose logits match a reference's to float rounding.
-    pub const CPU_F32: Self = Self::Cpu { activations: Activations::F32 };
+    pub const CPU_F32: Self = Self::Cpu(MatmulOptions { activations: Activations::F32, quantize: None });
 
     /// From the binding's strings: device "cpu" or "cuda", dtype "f32" | "f16" | "bf16" (CUDA
-    /// only; bf16 when absent), activations "f32" | "q8" (CPU only; the default placement's when absent).
-    pub fn parse(device: Option<&str>, dtype: Option<&str>, activations: Option<&str>) -> Result<Self> {
+    /// only; bf16 when absent), activations "f32" | "q8" (CPU only; the default placement's when
+    /// absent), quantize "q8_0" | "q4_0" (CPU only).
+    pub fn parse(device: Option<&str>, dtype: Option<&str>, activations: Option<&str>, quantize: Option<&str>) -> Result<Self> {
         match (device.unwrap_or("cpu"), dtype) {
             ("cpu", None) => {
-                Ok(activations.map(Activations::parse).transpose()?.map_or_else(Self::default, |activations| Self::Cpu { activations }))
+                let preferred = Activations::preferred();
+                let activations = activations.map(Activations::parse).transpose()?.unwrap_or(preferred);
+                Ok(Self::Cpu(MatmulOptions { activations, quantize: quantize.map(Quantize::parse).transpose()? }))
             }
             ("cpu", Some(_)) => Err(Error::invalid("dtype applies to device 'cuda' only; the CPU path keeps each weight's own format")),
             ("cuda", _) if activations.is_some() => {
                 Err(Error::invalid("activations apply to device 'cpu' only; a CUDA model computes in its dtype"))
+            }
+            ("cuda", _) if quantize.is_some() => {
+                Err(Error::invalid("quantize applies to device 'cpu' only; a CUDA model converts its weights to its dtype"))
             }
             ("cuda", dtype) => {
                 let dtype = match dtype.unwrap_or("bf16") {
@@ -77,7 +84,7 @@ fn load_llama_from(
     progress: &mut dyn FnMut(f64),
 ) -> Result<LanguageModel> {
     match placement {
-        Placement::Cpu { activations } => Ok(Model::load(src, config, activations, progress)?.into()),
+        Placement::Cpu(options) => Ok(Model::load(src, config, options, progress)?.into()),
         // The CUDA model runs Llama's block only, none of the variant's options (Gemma 3).
         Placement::Cuda { .. } if !config.variant.is_plain() => {
             Err(Error::unsupported(format!("{:?} models run on the CPU only; load with device 'cpu'", config.architecture)))
@@ -86,10 +93,10 @@ fn load_llama_from(
     }
 }
 
-/// nanochat's GPT runs on the CPU only.
-pub(crate) fn check_nanochat(placement: Placement) -> Result<()> {
+/// nanochat's GPT runs on the CPU only: how its projections multiply there.
+pub(crate) fn check_nanochat(placement: Placement) -> Result<MatmulOptions> {
     match placement {
-        Placement::Cpu { .. } => Ok(()),
+        Placement::Cpu(options) => Ok(options),
         Placement::Cuda { .. } => Err(Error::unsupported("nanochat checkpoints run on the CPU only; load with device 'cpu'")),
     }
 }
@@ -126,16 +133,21 @@ mod tests {
 
     #[test]
     fn parses_devices_and_dtypes() {
-        assert_eq!(Placement::parse(None, None, None).unwrap(), Placement::default());
-        assert_eq!(Placement::parse(None, None, Some("f32")).unwrap(), Placement::CPU_F32);
-        assert_eq!(Placement::parse(None, None, Some("q8")).unwrap(), Placement::Cpu { activations: Activations::Q8 });
-        assert_eq!(Placement::parse(Some("cuda"), None, None).unwrap(), Placement::Cuda { dtype: DType::BF16 });
-        assert_eq!(Placement::parse(Some("cuda"), Some("f16"), None).unwrap(), Placement::Cuda { dtype: DType::F16 });
-        assert!(Placement::parse(Some("gpu"), None, None).is_err());
-        assert!(Placement::parse(Some("cpu"), Some("f16"), None).is_err());
-        assert!(Placement::parse(Some("cuda"), Some("f64"), None).is_err());
-        assert!(Placement::parse(Some("cuda"), None, Some("q8")).is_err());
-        assert!(Placement::parse(None, None, Some("int4")).is_err());
+        let cpu = |activations, quantize| Placement::Cpu(MatmulOptions { activations, quantize });
+        assert_eq!(Placement::parse(None, None, None, None).unwrap(), Placement::default());
+        assert_eq!(Placement::parse(None, None, Some("f32"), None).unwrap(), Placement::CPU_F32);
+        assert_eq!(Placement::parse(None, None, Some("q8"), None).unwrap(), cpu(Activations::Q8, None));
+        assert_eq!(Placement::parse(None, None, Some("f32"), Some("q4_0")).unwrap(), cpu(Activations::F32, Some(Quantize::Q4_0)));
+        assert_eq!(Placement::parse(None, None, None, Some("q8_0")).unwrap(), cpu(Activations::preferred(), Some(Quantize::Q8_0)));
+        assert_eq!(Placement::parse(Some("cuda"), None, None, None).unwrap(), Placement::Cuda { dtype: DType::BF16 });
+        assert_eq!(Placement::parse(Some("cuda"), Some("f16"), None, None).unwrap(), Placement::Cuda { dtype: DType::F16 });
+        assert!(Placement::parse(Some("gpu"), None, None, None).is_err());
+        assert!(Placement::parse(Some("cpu"), Some("f16"), None, None).is_err());
+        assert!(Placement::parse(Some("cuda"), Some("f64"), None, None).is_err());
+        assert!(Placement::parse(Some("cuda"), None, Some("q8"), None).is_err());
+        assert!(Placement::parse(Some("cuda"), None, None, Some("q8_0")).is_err());
+        assert!(Placement::parse(None, None, Some("int4"), None).is_err());
+        assert!(Placement::parse(None, None, None, Some("q4_k")).is_err());
     }
 
     struct NoWeights;

@@ -18,6 +18,31 @@ pub enum Weight {
     Dense(Tensor),
 }
 
+/// A block format full-precision matrices can be quantized to once at load, for our kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantize {
+    Q8_0,
+    Q4_0,
+}
+
+impl Quantize {
+    /// From the binding's string: "q8_0" or "q4_0".
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "q8_0" => Ok(Self::Q8_0),
+            "q4_0" => Ok(Self::Q4_0),
+            other => Err(Error::invalid(format!("quantize must be 'q8_0' or 'q4_0', got '{other}'"))),
+        }
+    }
+
+    fn dtype(self) -> GgmlDType {
+        match self {
+            Self::Q8_0 => GgmlDType::Q8_0,
+            Self::Q4_0 => GgmlDType::Q4_0,
+        }
+    }
+}
+
 impl Weight {
     pub fn dims(&self) -> &[usize] {
         match self {
@@ -52,6 +77,22 @@ impl Weight {
             }
             Self::Dense(t) if t.rank() == 2 => Ok(Self::Quantized(Arc::new(QTensor::quantize(&t.to_dtype(DType::F32)?, GgmlDType::F32)?))),
             other => Ok(other),
+        }
+    }
+
+    /// A full-precision matrix (f32, f16 or bf16, in a GGUF or dense) in `to`'s blocks; any
+    /// other weight as it is. A matrix whose rows are not whole blocks stays as it is too.
+    pub fn quantized(self, to: Option<Quantize>) -> Result<Self> {
+        let Some(to) = to else { return Ok(self) };
+        let full_precision = match &self {
+            Self::Quantized(q) => matches!(q.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16),
+            Self::Dense(_) => true,
+        };
+        match self.dims() {
+            [_, k] if full_precision && k % to.dtype().block_size() == 0 => {
+                Ok(Self::Quantized(Arc::new(QTensor::quantize(&self.into_dense()?, to.dtype())?)))
+            }
+            _ => Ok(self),
         }
     }
 

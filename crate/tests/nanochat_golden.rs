@@ -262,3 +262,41 @@ fn decode_past_sequence_len_slides_every_layer() {
     let diff = max_abs_diff(&[prefill, rest].concat(), &reference);
     assert!(diff < TOLERANCE, "300 tokens: cached differs from the reference by {diff}");
 }
+
+/// Greedy continuation of `prompt` for `steps` tokens.
+fn greedy(m: &LoadedModel, prompt: &[u32], steps: usize) -> Vec<u32> {
+    let mut cache = m.model.new_cache_as(1, prompt.len() + steps, KvType::F32).unwrap();
+    let mut next = prompt.to_vec();
+    let mut out = Vec::new();
+    for _ in 0..steps {
+        let logits = m.model.forward(&[next], &mut cache, LogitsFor::LastPerRow, None).unwrap().logits;
+        let top = logits.iter().enumerate().fold((0, f32::MIN), |best, (i, &v)| if v > best.1 { (i, v) } else { best }).0 as u32;
+        out.push(top);
+        next = vec![top];
+    }
+    out
+}
+
+/// `quantize: 'q8_0'`: the projections in Q8_0 blocks on our integer kernels. The logits stay
+/// within the weights' rounding of upstream's (on this 32-wide model each block is a whole row,
+/// the coarsest case: ~0.4% per weight) and greedy decoding starts out the same (random weights
+/// leave near-ties that rounding may flip later), with f32 or 8-bit activations.
+#[test]
+fn quantized_projections_stay_close_to_upstream() {
+    use kvengine::matmul::{Activations, MatmulOptions};
+    use kvengine::weights::Quantize;
+    let e = expected();
+    let exact = load(&checkpoint_dir());
+    let want = greedy(&exact, &e.ids[..16], 64);
+    for activations in [Activations::F32, Activations::Q8] {
+        let placement = kvengine::Placement::Cpu(MatmulOptions { activations, quantize: Some(Quantize::Q8_0) });
+        let m = kvengine::load_on(&checkpoint_dir(), placement, &mut |_| {}).unwrap();
+        let logits = full(&m, &e.ids);
+        let to_upstream = max_abs_diff(&logits, &upstream_logits("full"));
+        let tokens = greedy(&m, &e.ids[..16], 64);
+        let agree = tokens.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        eprintln!("q8_0 weights, {activations:?} activations: max |logits - upstream| {to_upstream}; greedy agrees for {agree}/64");
+        assert!(to_upstream < 0.15, "{activations:?}: logits differ from upstream by {to_upstream} of a ±15 range");
+        assert!(agree >= 16, "{activations:?}: greedy tokens agree for only {agree}");
+    }
+}

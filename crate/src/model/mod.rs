@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::forward::{check_cancel, PassPlan};
 pub use crate::forward::{ForwardOutput, LogitsFor, ModelStats};
 use crate::kv_cache::{KvCache, KvType};
-use crate::matmul::{Activations, QuantMatrix, RowRuns};
+use crate::matmul::{MatmulOptions, QuantMatrix, RowRuns};
 use crate::rope::{Rope, RopeAngles};
 use crate::weights::{Weight, WeightSource};
 
@@ -26,7 +26,7 @@ pub use block::{Block, BlockLoader};
 
 /// A projection. Block formats with a kernel of ours (`matmul`) run on it; candle's matmul on
 /// the same weights is the reference path, and the fast path for every other format.
-struct Linear {
+pub(crate) struct Linear {
     /// candle's matmul, where our kernels do not read the format; else `fast` holds the only
     /// copy of the weights (as 8-bit panels, or blocks candle would widen again), from which the
     /// reference path rebuilds it.
@@ -42,17 +42,17 @@ impl Linear {
         out_dim: usize,
         in_dim: usize,
         with_bias: bool,
-        activations: Activations,
+        options: MatmulOptions,
     ) -> Result<Self> {
         let weight = src.load_checked(&format!("{name}.weight"), &[out_dim, in_dim])?;
         let bias = if with_bias { Some(src.load_checked(&format!("{name}.bias"), &[out_dim])?.into_dense()?) } else { None };
-        Self::new(weight, bias, activations)
+        Self::new(weight, bias, options)
     }
 
-    fn new(weight: Weight, bias: Option<Tensor>, activations: Activations) -> Result<Self> {
-        let weight = weight.for_kernels()?;
+    pub(crate) fn new(weight: Weight, bias: Option<Tensor>, options: MatmulOptions) -> Result<Self> {
+        let weight = weight.quantized(options.quantize)?.for_kernels()?;
         let fast = match &weight {
-            Weight::Quantized(q) => QuantMatrix::new(q.clone(), activations),
+            Weight::Quantized(q) => QuantMatrix::new(q.clone(), options.activations),
             Weight::Dense(_) => None,
         };
         let weight = match &fast {
@@ -62,7 +62,7 @@ impl Linear {
         Ok(Self { weight, fast, bias })
     }
 
-    fn forward(&self, x: &Tensor, runs: &RowRuns) -> Result<Tensor> {
+    pub(crate) fn forward(&self, x: &Tensor, runs: &RowRuns) -> Result<Tensor> {
         let Some(fast) = &self.fast else { return self.forward_reference(x) };
         let (m, _) = x.dims2()?;
         let y = QuantMatrix::forward_many(&[fast], &x.flatten_all()?.to_vec1::<f32>()?, runs)?.pop().unwrap_or_default();
@@ -91,7 +91,7 @@ impl Linear {
     }
 
     /// candle's matmul, whatever the format.
-    fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
+    pub(crate) fn forward_reference(&self, x: &Tensor) -> Result<Tensor> {
         let y = match (&self.weight, &self.fast) {
             (Some(weight), _) => weight.forward(x)?,
             (None, Some(fast)) => QMatMul::from_arc(fast.file_tensor()?)?.forward(x)?,
@@ -170,12 +170,13 @@ pub struct Model {
 
 impl Model {
     /// Loads every tensor the config implies, reporting progress as a fraction in [0, 1].
-    /// Q8_0/Q4_0 weights multiply `activations` (f32, or rounded to 8 bits as llama.cpp does).
-    pub fn load(src: &mut dyn WeightSource, config: ModelConfig, activations: Activations, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+    /// Q8_0/Q4_0 weights multiply `options.activations` (f32, or rounded to 8 bits as llama.cpp
+    /// does); full-precision projections are first quantized to `options.quantize`, if given.
+    pub fn load(src: &mut dyn WeightSource, config: ModelConfig, options: MatmulOptions, progress: &mut dyn FnMut(f64)) -> Result<Self> {
         let embed = src.load_checked("token_embd.weight", &[config.vocab_size, config.hidden_size])?.for_kernels()?;
         let mut blocks = Vec::with_capacity(config.n_layers);
         let mut with = BlockLoader {
-            linear: &mut |src, name, out, inp, bias| Linear::load(src, name, out, inp, bias, activations),
+            linear: &mut |src, name, out, inp, bias| Linear::load(src, name, out, inp, bias, options),
             norm: &mut |src, name, dim| src.load_checked(name, &[dim])?.into_dense(),
         };
         for layer in 0..config.n_layers {
@@ -195,7 +196,7 @@ impl Model {
                 Weight::Dense(t) => Weight::Dense(t.clone()),
             }
         };
-        let lm_head = Linear::new(lm_head, None, activations)?;
+        let lm_head = Linear::new(lm_head, None, options)?;
         progress(1.0);
         let rope = Rope::new(&config);
         let local_rope = config.variant.local_rope_theta.map(|theta| Rope::with_base(&config, theta));

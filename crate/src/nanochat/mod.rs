@@ -23,9 +23,10 @@ use crate::attention::{self, AttentionShape};
 use crate::error::{Error, Result};
 use crate::forward::{check_cancel, ForwardOutput, LogitsFor, ModelStats, PassPlan};
 use crate::kv_cache::{KvCache, KvType};
+use crate::matmul::{MatmulOptions, RowRuns};
 use checkpoint::TensorMap;
 use config::{NanochatConfig, QK_SCALE};
-use model::{norm, Weights};
+use model::{norm, Road, Weights};
 
 pub struct NanochatModel {
     pub config: NanochatConfig,
@@ -35,8 +36,8 @@ pub struct NanochatModel {
 }
 
 impl NanochatModel {
-    pub fn load(src: &mut TensorMap, config: NanochatConfig, progress: &mut dyn FnMut(f64)) -> Result<Self> {
-        let weights = Weights::load(src, &config, progress)?;
+    pub fn load(src: &mut TensorMap, config: NanochatConfig, options: MatmulOptions, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+        let weights = Weights::load(src, &config, options, progress)?;
         let inv_freq = model::inv_freq(config.base.head_dim);
         Ok(Self { config, weights, inv_freq, stats: ModelStats::default() })
     }
@@ -58,12 +59,13 @@ impl NanochatModel {
         self.stats.count_pass(n);
         let ids = &step.ids;
         let ids_t = Tensor::new(ids.as_slice(), &Device::Cpu)?;
+        let runs = RowRuns::for_sequences(step.spans.iter().map(|s| s.len));
         let x0 = self.smeared_embedding(ids, &step, cache)?;
         let mut x = x0.clone();
         let mut x_backout = None;
         for i in 0..self.config.base.n_layers {
             check_cancel(cancel)?;
-            x = self.layer(i, &self.weights.mix(i, &x, &x0)?, &ids_t, &step, cache, cancel)?;
+            x = self.layer(i, &self.weights.mix(i, &x, &x0)?, &ids_t, (&step, &runs), cache, cancel)?;
             if i == self.config.backout_layer {
                 x_backout = Some(x.clone());
             }
@@ -72,7 +74,10 @@ impl NanochatModel {
         let (picked, rows) = step.logit_positions(which);
         let picked = Tensor::new(picked.as_slice(), &Device::Cpu)?;
         let x_backout = x_backout.ok_or_else(|| Error::internal("backout layer out of range"))?;
-        let logits = self.weights.head(&x.index_select(&picked, 0)?, &x_backout.index_select(&picked, 0)?, vocab_size)?;
+        // One row per picked position, each its own sequence, as the Llama model's head.
+        let head_runs = RowRuns::for_sequences(rows.iter().map(|_| 1));
+        let logits =
+            self.weights.head(&x.index_select(&picked, 0)?, &x_backout.index_select(&picked, 0)?, vocab_size, Road::Kernels(&head_runs))?;
         let logits = logits.flatten_all()?.to_vec1::<f32>()?;
         for span in &step.spans {
             cache.record(span.row, &ids[span.of(1)]);
@@ -127,13 +132,14 @@ impl NanochatModel {
         i: usize,
         x: &Tensor,
         ids: &Tensor,
-        step: &PassPlan,
+        (step, runs): (&PassPlan, &RowRuns),
         cache: &mut KvCache,
         cancel: Option<&AtomicBool>,
     ) -> Result<Tensor> {
         let cfg = &self.config.base;
         let b = &self.weights.blocks[i];
-        let (q, k, v) = self.weights.qkv(b, &norm(x)?, ids, cfg.n_kv_heads)?;
+        let road = Road::Kernels(runs);
+        let (q, k, v) = self.weights.qkv(b, &norm(x)?, ids, cfg.n_kv_heads, road)?;
         let mut q = q.flatten_all()?.to_vec1::<f32>()?;
         let mut k = k.flatten_all()?.to_vec1::<f32>()?;
         let v = v.flatten_all()?.to_vec1::<f32>()?;
@@ -149,8 +155,8 @@ impl NanochatModel {
         };
         let y = attention::attend(cache, i, &step.slots, &q, &shape, cancel);
         let y = Tensor::from_vec(y, (step.n_tokens(), cfg.q_dim()), &Device::Cpu)?;
-        let x = (x + candle_core::Module::forward(&b.c_proj, &y)?)?;
-        self.weights.mlp(b, &x)
+        let x = (x + road.project(&b.c_proj, &y)?)?;
+        self.weights.mlp(b, &x, road)
     }
 
     /// In place on `(N, heads, D)`: upstream's half-split RoPE, which rotates by −θ

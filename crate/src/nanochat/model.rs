@@ -2,13 +2,31 @@
 //! MLP, output head). Attention, RoPE and smear across positions differ between the cached
 //! path (mod.rs) and the reference (reference.rs), so each writes its own.
 
-use candle_core::{Device, Module, Tensor, D};
-use candle_nn::Linear;
+use candle_core::{Device, Tensor, D};
 
 use super::checkpoint::TensorMap;
 use super::config::{NanochatConfig, LOGIT_SOFTCAP, ROPE_BASE, SMEAR_GATE_CHANNELS, VE_GATE_CHANNELS, VE_GATE_SCALE};
 use crate::error::Result;
+use crate::matmul::{MatmulOptions, RowRuns};
+use crate::model::Linear;
 use crate::weights::WeightSource;
+
+/// Which matmul the projections run: our kernels, each row on its sequence's road (the cached
+/// path), or candle's on the same weights (the reference).
+#[derive(Clone, Copy)]
+pub(super) enum Road<'a> {
+    Kernels(&'a RowRuns),
+    Reference,
+}
+
+impl Road<'_> {
+    pub(super) fn project(self, linear: &Linear, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Kernels(runs) => linear.forward(x, runs),
+            Self::Reference => linear.forward_reference(x),
+        }
+    }
+}
 
 pub(super) struct Block {
     pub c_q: Linear,
@@ -32,8 +50,8 @@ pub(super) struct Weights {
     pub backout_lambda: f32,
 }
 
-fn linear(src: &mut TensorMap, name: &str, out_dim: usize, in_dim: usize) -> Result<Linear> {
-    Ok(Linear::new(src.load_checked(&format!("{name}.weight"), &[out_dim, in_dim])?.into_dense()?, None))
+fn linear(src: &mut TensorMap, name: &str, out_dim: usize, in_dim: usize, options: MatmulOptions) -> Result<Linear> {
+    Linear::new(src.load_checked(&format!("{name}.weight"), &[out_dim, in_dim])?, None, options)
 }
 
 fn scalar(src: &mut TensorMap, name: &str) -> Result<f32> {
@@ -41,7 +59,10 @@ fn scalar(src: &mut TensorMap, name: &str) -> Result<f32> {
 }
 
 impl Weights {
-    pub fn load(src: &mut TensorMap, cfg: &NanochatConfig, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+    /// The projections run on our kernels as `options` says; the gates stay in f32 on candle's
+    /// matmul (their 24 and 12 inputs are no whole block).
+    pub fn load(src: &mut TensorMap, cfg: &NanochatConfig, options: MatmulOptions, progress: &mut dyn FnMut(f64)) -> Result<Self> {
+        let exact = MatmulOptions { quantize: None, ..options };
         let c = &cfg.base;
         let (e, vp, kvd, layers) = (c.hidden_size, cfg.padded_vocab, c.kv_dim(), c.n_layers);
         let wte = src.load_checked("transformer.wte.weight", &[vp, e])?.into_dense()?;
@@ -49,29 +70,29 @@ impl Weights {
         for i in 0..layers {
             let p = format!("transformer.h.{i}");
             let value_embed = if cfg.has_value_embeds(i) {
-                let gate = linear(src, &format!("{p}.attn.ve_gate"), c.n_kv_heads, VE_GATE_CHANNELS)?;
+                let gate = linear(src, &format!("{p}.attn.ve_gate"), c.n_kv_heads, VE_GATE_CHANNELS, exact)?;
                 Some((gate, src.load_checked(&format!("value_embeds.{i}.weight"), &[vp, kvd])?.into_dense()?))
             } else {
                 None
             };
             blocks.push(Block {
-                c_q: linear(src, &format!("{p}.attn.c_q"), c.q_dim(), e)?,
-                c_k: linear(src, &format!("{p}.attn.c_k"), kvd, e)?,
-                c_v: linear(src, &format!("{p}.attn.c_v"), kvd, e)?,
-                c_proj: linear(src, &format!("{p}.attn.c_proj"), e, c.q_dim())?,
+                c_q: linear(src, &format!("{p}.attn.c_q"), c.q_dim(), e, options)?,
+                c_k: linear(src, &format!("{p}.attn.c_k"), kvd, e, options)?,
+                c_v: linear(src, &format!("{p}.attn.c_v"), kvd, e, options)?,
+                c_proj: linear(src, &format!("{p}.attn.c_proj"), e, c.q_dim(), options)?,
                 value_embed,
-                c_fc: linear(src, &format!("{p}.mlp.c_fc"), 4 * e, e)?,
-                mlp_proj: linear(src, &format!("{p}.mlp.c_proj"), e, 4 * e)?,
+                c_fc: linear(src, &format!("{p}.mlp.c_fc"), 4 * e, e, options)?,
+                mlp_proj: linear(src, &format!("{p}.mlp.c_proj"), e, 4 * e, options)?,
             });
             progress((i + 1) as f64 / (layers + 1) as f64);
         }
         let weights = Self {
             wte,
-            lm_head: linear(src, "lm_head", vp, e)?,
+            lm_head: linear(src, "lm_head", vp, e, options)?,
             blocks,
             resid_lambdas: src.load_or("resid_lambdas", layers, 1.0)?,
             x0_lambdas: src.load_or("x0_lambdas", layers, 0.0)?,
-            smear_gate: linear(src, "smear_gate", 1, SMEAR_GATE_CHANNELS)?,
+            smear_gate: linear(src, "smear_gate", 1, SMEAR_GATE_CHANNELS, exact)?,
             smear_lambda: scalar(src, "smear_lambda")?,
             backout_lambda: scalar(src, "backout_lambda")?,
         };
@@ -89,34 +110,36 @@ impl Weights {
 
     /// How much of the previous token's embedding each token takes in: `(N, 1)`.
     pub fn smear_gate(&self, x: &Tensor) -> Result<Tensor> {
-        let gate = candle_nn::ops::sigmoid(&self.smear_gate.forward(&x.narrow(D::Minus1, 0, SMEAR_GATE_CHANNELS)?)?)?;
+        let gate =
+            candle_nn::ops::sigmoid(&self.smear_gate.forward_reference(&x.narrow(D::Minus1, 0, SMEAR_GATE_CHANNELS)?.contiguous()?)?)?;
         Ok((gate * self.smear_lambda as f64)?)
     }
 
     /// The block's q, k, v for normed input `u` `(N, C)`; on value-embedding layers v gets the
     /// token's value embedding mixed in through a per-KV-head gate.
-    pub fn qkv(&self, b: &Block, u: &Tensor, ids: &Tensor, n_kv_heads: usize) -> Result<(Tensor, Tensor, Tensor)> {
-        let (q, k, mut v) = (b.c_q.forward(u)?, b.c_k.forward(u)?, b.c_v.forward(u)?);
+    pub fn qkv(&self, b: &Block, u: &Tensor, ids: &Tensor, n_kv_heads: usize, road: Road) -> Result<(Tensor, Tensor, Tensor)> {
+        let (q, k, mut v) = (road.project(&b.c_q, u)?, road.project(&b.c_k, u)?, road.project(&b.c_v, u)?);
         if let Some((gate, table)) = &b.value_embed {
             let n = u.dim(0)?;
             let ve = table.index_select(ids, 0)?.reshape((n, n_kv_heads, ()))?;
-            let g = (candle_nn::ops::sigmoid(&gate.forward(&u.narrow(D::Minus1, 0, VE_GATE_CHANNELS)?)?)? * VE_GATE_SCALE as f64)?;
+            let g = (candle_nn::ops::sigmoid(&road.project(gate, &u.narrow(D::Minus1, 0, VE_GATE_CHANNELS)?.contiguous()?)?)?
+                * VE_GATE_SCALE as f64)?;
             v = (v.reshape((n, n_kv_heads, ()))? + ve.broadcast_mul(&g.unsqueeze(2)?)?)?.reshape((n, ()))?;
         }
         Ok((q, k, v))
     }
 
     /// `x + MLP(norm(x))` with ReLU².
-    pub fn mlp(&self, b: &Block, x: &Tensor) -> Result<Tensor> {
-        let h = b.c_fc.forward(&norm(x)?)?.relu()?.sqr()?;
-        Ok((x + b.mlp_proj.forward(&h)?)?)
+    pub fn mlp(&self, b: &Block, x: &Tensor, road: Road) -> Result<Tensor> {
+        let h = road.project(&b.c_fc, &norm(x)?)?.relu()?.sqr()?;
+        Ok((x + road.project(&b.mlp_proj, &h)?)?)
     }
 
     /// Logits for the rows of `x`: back out the mid-layer residual, norm, project, drop the
     /// vocabulary padding, soft-cap. `(N, vocab)`.
-    pub fn head(&self, x: &Tensor, x_backout: &Tensor, vocab: usize) -> Result<Tensor> {
+    pub fn head(&self, x: &Tensor, x_backout: &Tensor, vocab: usize, road: Road) -> Result<Tensor> {
         let x = norm(&(x - (x_backout * self.backout_lambda as f64)?)?)?;
-        let logits = self.lm_head.forward(&x)?.narrow(D::Minus1, 0, vocab)?;
+        let logits = road.project(&self.lm_head, &x)?.narrow(D::Minus1, 0, vocab)?;
         Ok(((logits / LOGIT_SOFTCAP as f64)?.tanh()? * LOGIT_SOFTCAP as f64)?)
     }
 

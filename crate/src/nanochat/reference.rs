@@ -3,10 +3,10 @@
 //! window mask, GQA heads repeated). It shares only the weights and per-token maths with the
 //! cached path, so the equivalence tests compare two implementations of the attention side.
 
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{DType, Device, Tensor, D};
 
 use super::config::QK_SCALE;
-use super::model::norm;
+use super::model::{norm, Road};
 use super::NanochatModel;
 use crate::error::{Error, Result};
 
@@ -38,7 +38,7 @@ impl NanochatModel {
             }
         }
         let x_backout = x_backout.ok_or_else(|| Error::internal("backout layer out of range"))?;
-        Ok(w.head(&x, &x_backout, self.config.base.vocab_size)?.flatten_all()?.to_vec1::<f32>()?)
+        Ok(w.head(&x, &x_backout, self.config.base.vocab_size, Road::Reference)?.flatten_all()?.to_vec1::<f32>()?)
     }
 
     /// cos and −sin, `(T, D/2)`: candle's half-split kernel rotates by +θ, upstream by −θ.
@@ -54,7 +54,7 @@ impl NanochatModel {
         let cfg = &self.config.base;
         let (t, d) = (x.dim(0)?, cfg.head_dim);
         let b = &self.weights.blocks[i];
-        let (q, k, v) = self.weights.qkv(b, &norm(x)?, ids, cfg.n_kv_heads)?;
+        let (q, k, v) = self.weights.qkv(b, &norm(x)?, ids, cfg.n_kv_heads, Road::Reference)?;
         let heads = |y: Tensor, n: usize| -> Result<Tensor> { Ok(y.reshape((1, t, n, d))?.transpose(1, 2)?.contiguous()?) };
         let rope_norm = |y: Tensor| -> Result<Tensor> { Ok((norm(&candle_nn::rotary_emb::rope(&y, cos, sin)?)? * QK_SCALE as f64)?) };
         let q = rope_norm(heads(q, cfg.n_heads)?)?;
@@ -68,7 +68,7 @@ impl NanochatModel {
         let mask = Tensor::from_vec(mask, (t, t), &Device::Cpu)?;
         let scores = (q.matmul(&k.t()?)? / (d as f64).sqrt())?.broadcast_add(&mask)?;
         let y = candle_nn::ops::softmax(&scores, D::Minus1)?.matmul(&v)?.transpose(1, 2)?.reshape((t, cfg.q_dim()))?;
-        let x = (x + b.c_proj.forward(&y)?)?;
-        self.weights.mlp(b, &x)
+        let x = (x + Road::Reference.project(&b.c_proj, &y)?)?;
+        self.weights.mlp(b, &x, Road::Reference)
     }
 }

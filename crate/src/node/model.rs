@@ -132,7 +132,7 @@ impl Task for LoadTask {
     fn resolve(&mut self, env: Env, loaded: Self::Output) -> napi::Result<NativeModel> {
         let loaded = loaded.map_err(|e| task_error(&env, e))?;
         let activations = match self.placement {
-            crate::Placement::Cpu { activations } => Some(activations.name()),
+            crate::Placement::Cpu(options) => Some(options.activations.name()),
             crate::Placement::Cuda { .. } => None,
         };
         Ok(NativeModel { inner: Mutex::new(Some(Arc::new(loaded))), activations, grammar: CompilerSlot::default() })
@@ -149,7 +149,8 @@ pub fn has_cuda() -> bool {
 /// once per process, so only the first load's value counts. `device` is "cpu" (default) or
 /// "cuda"; `dtype` ("f32", "f16", "bf16") is what a CUDA model computes in; `activations`
 /// ("f32" or "q8"; when absent, `Placement::default()`'s) what a CPU model multiplies
-/// Q8_0/Q4_0 weights by.
+/// Q8_0/Q4_0 weights by; `quantize` ("q8_0" or "q4_0") the blocks a CPU model's
+/// full-precision matrices are quantized to at load.
 #[napi(ts_return_type = "Promise<NativeModel>")]
 pub fn load_model(
     path: String,
@@ -158,8 +159,10 @@ pub fn load_model(
     device: Option<String>,
     dtype: Option<String>,
     activations: Option<String>,
+    quantize: Option<String>,
 ) -> Result<AsyncTask<LoadTask>> {
-    let placement = crate::Placement::parse(device.as_deref(), dtype.as_deref(), activations.as_deref()).map_err(super::to_napi)?;
+    let placement = crate::Placement::parse(device.as_deref(), dtype.as_deref(), activations.as_deref(), quantize.as_deref())
+        .map_err(super::to_napi)?;
     if let Some(n) = threads.filter(|&n| n > 0) {
         for var in ["RAYON_NUM_THREADS", "CANDLE_NUM_THREADS"] {
             if std::env::var_os(var).is_none() {

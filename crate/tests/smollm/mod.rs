@@ -43,7 +43,8 @@ pub fn chat_prompt(m: &LoadedModel, user: &str) -> Vec<u32> {
 pub fn q8_model() -> &'static LoadedModel {
     static MODEL: OnceLock<LoadedModel> = OnceLock::new();
     MODEL.get_or_init(|| {
-        let placement = kvengine::Placement::Cpu { activations: kvengine::matmul::Activations::Q8 };
+        let placement =
+            kvengine::Placement::Cpu(kvengine::matmul::MatmulOptions { activations: kvengine::matmul::Activations::Q8, quantize: None });
         kvengine::load_on(&model_path("Q8_0"), placement, &mut |_| {}).expect("load Q8_0 model with 8-bit activations")
     })
 }
