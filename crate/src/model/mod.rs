@@ -72,7 +72,7 @@ impl Linear {
 
     /// The same input through several projections, as flat `(m, out)` vectors; one parallel
     /// region for all of them when our kernels cover every one.
-    fn forward_group<const N: usize>(linears: [&Linear; N], x: &Tensor, runs: &RowRuns) -> Result<[Vec<f32>; N]> {
+    pub(crate) fn forward_group<const N: usize>(linears: [&Linear; N], x: &Tensor, runs: &RowRuns) -> Result<[Vec<f32>; N]> {
         let fast: Option<Vec<&QuantMatrix>> = linears.iter().map(|l| l.fast.as_ref()).collect();
         let outs: Vec<Vec<f32>> = match fast {
             Some(matrices) => {

@@ -6,7 +6,7 @@ use candle_core::{Device, Tensor, D};
 
 use super::checkpoint::TensorMap;
 use super::config::{NanochatConfig, LOGIT_SOFTCAP, ROPE_BASE, SMEAR_GATE_CHANNELS, VE_GATE_CHANNELS, VE_GATE_SCALE};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::matmul::{MatmulOptions, RowRuns};
 use crate::model::Linear;
 use crate::weights::WeightSource;
@@ -25,6 +25,16 @@ impl Road<'_> {
             Self::Kernels(runs) => linear.forward(x, runs),
             Self::Reference => linear.forward_reference(x),
         }
+    }
+
+    /// Several projections of the same input: on our kernels in one parallel region.
+    fn project_all<const N: usize>(self, linears: [&Linear; N], x: &Tensor) -> Result<[Tensor; N]> {
+        let Self::Kernels(runs) = self else { return try_map(linears, |l| self.project(l, x)) };
+        let n = x.dim(0)?;
+        try_map(Linear::forward_group(linears, x, runs)?, |y| {
+            let width = y.len() / n.max(1);
+            Ok(Tensor::from_vec(y, (n, width), x.device())?)
+        })
     }
 }
 
@@ -48,6 +58,12 @@ pub(super) struct Weights {
     pub smear_gate: Linear,
     pub smear_lambda: f32,
     pub backout_lambda: f32,
+}
+
+/// `items.map(f)`, stopping at the first error.
+fn try_map<T, U, const N: usize>(items: [T; N], f: impl FnMut(T) -> Result<U>) -> Result<[U; N]> {
+    let out: Vec<U> = items.into_iter().map(f).collect::<Result<_>>()?;
+    out.try_into().map_err(|_| Error::internal("a projection went missing"))
 }
 
 fn linear(src: &mut TensorMap, name: &str, out_dim: usize, in_dim: usize, options: MatmulOptions) -> Result<Linear> {
@@ -118,7 +134,7 @@ impl Weights {
     /// The block's q, k, v for normed input `u` `(N, C)`; on value-embedding layers v gets the
     /// token's value embedding mixed in through a per-KV-head gate.
     pub fn qkv(&self, b: &Block, u: &Tensor, ids: &Tensor, n_kv_heads: usize, road: Road) -> Result<(Tensor, Tensor, Tensor)> {
-        let (q, k, mut v) = (road.project(&b.c_q, u)?, road.project(&b.c_k, u)?, road.project(&b.c_v, u)?);
+        let [q, k, mut v] = road.project_all([&b.c_q, &b.c_k, &b.c_v], u)?;
         if let Some((gate, table)) = &b.value_embed {
             let n = u.dim(0)?;
             let ve = table.index_select(ids, 0)?.reshape((n, n_kv_heads, ()))?;
