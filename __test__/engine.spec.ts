@@ -132,7 +132,7 @@ test.serial('info.activations says what the weights multiply: the default for th
   }
 })
 
-test.serial("quantize 'q8_0' rounds an F32 file's projections into Q8_0 blocks at load: its logits come near the Q8_0 file's, and it still says Paris", async (t) => {
+test.serial("quantize 'q8_0' rounds an F32 file's projections into Q8_0 blocks at load: the logits of the Q8_0 file our converter makes from the same source, and it still says Paris", async (t) => {
   const prompt = model.tokenizer.encode('The capital of France is')
   const lastLogits = async (path: string, options: ModelLoadOptions) => {
     const m = await Model.load(path, options)
@@ -147,10 +147,11 @@ test.serial("quantize 'q8_0' rounds an F32 file's projections into Q8_0 blocks a
   const quantized = await lastLogits(modelPath('F32'), { activations: 'f32', quantize: 'q8_0' })
   const q8File = await lastLogits(modelPath('Q8_0'), { activations: 'f32' })
   const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0)
-  // Both Q8_0 roads round the same weights (the F32 file and the Q8_0 file come from one source)
-  // the same way; only the embedding rows the F32 file keeps exact set them apart.
-  t.log(`max |logits diff|: quantized F32 vs Q8_0 file ${maxDiff(quantized, q8File)}, F32 vs Q8_0 file ${maxDiff(f32, q8File)}`)
-  t.true(maxDiff(quantized, q8File) < maxDiff(f32, q8File) / 2)
+  // The F32 and Q8_0 files are both made from the fetched Q4_1 file (prepare-test-models): the
+  // converter and the load-time quantizer round the same weights into the same blocks.
+  t.log(`max |logits diff|: F32 vs Q8_0 file ${maxDiff(f32, q8File)}`)
+  t.true(maxDiff(f32, q8File) > 0.01, 'the F32 file is not the Q8_0 file')
+  t.deepEqual(quantized, q8File)
   const m = await Model.load(modelPath('F32'), { quantize: 'q8_0' })
   t.teardown(() => m.dispose())
   const [row] = await new Engine(m).generateBatch(prompt, { temperature: 0, maxTokens: 8 })

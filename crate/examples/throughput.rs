@@ -14,7 +14,7 @@ fn main() -> kvengine::Result<()> {
     let path = PathBuf::from(args.get(1).map(String::as_str).unwrap_or("models/SmolLM2-135M-Instruct.Q8_0.gguf"));
     let arg = |i: usize, default: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default);
     let (prompt_len, decode_len, batch) = (arg(2, 512), arg(3, 128), arg(4, 1));
-    let placement = kvengine::Placement::parse(None, None, args.get(5).map(String::as_str))?;
+    let placement = kvengine::Placement::parse(None, None, args.get(5).map(String::as_str), None)?;
     let loaded = kvengine::load_on(&path, placement, &mut |_| {})?;
     let model = &loaded.model;
     let vocab = model.config.vocab_size as u32;

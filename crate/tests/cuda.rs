@@ -124,7 +124,12 @@ fn gpu_greedy_tokens_equal_the_cpu_run() -> Res<()> {
         // The vocabulary is cut so the CPU run stays quick.
         let cfg = smollm_shape(8192);
         let vocab = cfg.vocab_size;
-        let cpu = Model::load(&mut RandomWeights { cfg: cfg.clone(), f16 }, cfg.clone(), kvengine::matmul::Activations::F32, &mut |_| {})?;
+        let cpu = Model::load(
+            &mut RandomWeights { cfg: cfg.clone(), f16 },
+            cfg.clone(),
+            kvengine::matmul::MatmulOptions::default(),
+            &mut |_| {},
+        )?;
         let mut cache = cpu.new_cache(2, 64)?;
         let want = greedy(&mut |b| Ok(cpu.forward(b, &mut cache, LogitsFor::LastPerRow, None)?.logits), vocab, 32)?;
         for dtype in [DType::F32, DType::F16, DType::BF16] {
