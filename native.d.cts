@@ -181,7 +181,6 @@ export interface NativeModelInfo {
   addBosToken: boolean
   /** Tokens that end a turn: EOS and the chat format's end-of-turn marker. */
   eogTokens: Array<number>
-  hasChatTemplate: boolean
   /** Where the model runs: "cpu" or "cuda". */
   device: string
   /**

@@ -1,2 +1,9 @@
-// The binding's own interface, documented in crate/src/node/model.rs, published under our name.
-export type { NativeModelInfo as ModelInfo } from './native.js'
+import type { NativeModelInfo } from './native.js'
+
+/**
+ * What a loaded model is: the binding's fields (documented in crate/src/node/model.rs), and
+ * whether chats render with a Jinja template (the model's own, or `Model.load`'s `chatTemplate`).
+ */
+export interface ModelInfo extends NativeModelInfo {
+  hasChatTemplate: boolean
+}

@@ -73,15 +73,10 @@ export class ToolCallFormat {
       const call = parseCall(text, names, key)
       return call ? [call] : null
     }
-    const calls: ToolCall[] = []
-    let rest = text
-    for (const [block, json] of text.matchAll(HERMES_BLOCK)) {
-      const call = parseCall(json, names, key)
-      if (!call) return null
-      calls.push(call)
-      rest = rest.replace(block, '')
-    }
-    return calls.length > 0 && rest.trim() === '' ? calls : null
+    // Blocks and the whitespace between them, nothing else.
+    if (text.replaceAll(HERMES_BLOCK, '').trim() !== '') return null
+    const calls = [...text.matchAll(HERMES_BLOCK)].map(([, json]) => parseCall(json, names, key))
+    return calls.length > 0 && calls.every((c) => c !== null) ? (calls as ToolCall[]) : null
   }
 }
 

@@ -34,7 +34,6 @@ use out_columns::OutColumns;
 
 use crate::error::{Error, Result};
 
-/// A weight matrix `(n, k)` in a block format our kernels read.
 /// How a CPU model's projections multiply: the activations they take, and the block format
 /// full-precision matrices are quantized to once at load (none: kept as they are).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,6 +42,7 @@ pub struct MatmulOptions {
     pub quantize: Option<crate::weights::Quantize>,
 }
 
+/// A weight matrix `(n, k)` in a block format our kernels read.
 pub struct QuantMatrix {
     stored: Stored,
     format: WeightFormat,

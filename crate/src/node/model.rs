@@ -42,7 +42,6 @@ pub struct NativeModelInfo {
     pub add_bos_token: bool,
     /// Tokens that end a turn: EOS and the chat format's end-of-turn marker.
     pub eog_tokens: Vec<u32>,
-    pub has_chat_template: bool,
     /// Where the model runs: "cpu" or "cuda".
     pub device: String,
     /// What a CPU model multiplies Q8_0/Q4_0 weights by: "q8" (8-bit, the default where its
@@ -333,7 +332,6 @@ impl NativeModel {
             eos_token: t.eos_token,
             add_bos_token: t.add_bos,
             eog_tokens: t.eog_tokens.clone(),
-            has_chat_template: m.chat_template.is_some(),
             device: m.model.device().into(),
             activations: self.activations.map(String::from),
         })
