@@ -8,9 +8,9 @@ import { createInterface } from 'node:readline'
 
 import test from 'ava'
 
+import { Model } from '../index.js'
 import { hashFile } from '../src/hashFile.js'
 import { modelPath, root } from './models.js'
-import { writeSuccessorModel } from './successorModel.js'
 
 const bin = join(root, 'dist', 'src', 'cli.js')
 
@@ -146,15 +146,13 @@ test.serial('SIGTERM under load: every client gets [DONE] or an error answer, an
   t.false(/ 499 /.test(stderr), 'no client is logged as having left')
 })
 
-test.serial("chat with a nanochat-format model in a terminal: two turns, each with a calculator call and its forced output, the history kept", async (t) => {
-  // No template, nanochat's vocabulary; greedy, it answers every turn with the call 12+3 and,
-  // once the answer is forced, "OK".
-  const dir = mkdtempSync(join(tmpdir(), 'kvengine-cli-nanochat-'))
-  const controls = ['<|bos|>', '<|assistant_end|>', '<|user_start|>', '<|user_end|>', '<|assistant_start|>', '<|python_start|>', '<|python_end|>', '<|output_start|>', '<|output_end|>']
-  const script = { '<|assistant_start|>': '<|python_start|>', '<|python_start|>': '1', 1: '2', 2: '+', '+': '3', 3: '<|python_end|>', '<|output_end|>': 'O', O: 'K', K: '<|assistant_end|>' }
-  const tiny = writeSuccessorModel(dir, controls, script, '<|assistant_end|>')
+test.serial('chat with a nanochat checkpoint in a terminal: two turns, each with a calculator call and its forced output, the history kept', async (t) => {
+  // The d4 that scripts/nanochat/make_engine_fixtures.py trained on this very two-turn chat;
+  // greedy, it calls the calculator once per turn.
+  const checkpoint = join(root, 'crate', 'tests', 'fixtures', 'nanochat', 'chatsft_checkpoints', 'd4')
+  const turns = ['What is 12+7?', 'And 5-8?']
   // `script` gives the CLI a pseudo-terminal, as a user's shell would.
-  const command = [process.execPath, bin, 'chat', '-m', tiny.path, '--temperature', '0', '--max-tokens', '32'].map((a) => `'${a}'`).join(' ')
+  const command = [process.execPath, bin, 'chat', '-m', checkpoint, '--temperature', '0', '--max-tokens', '64'].map((a) => `'${a}'`).join(' ')
   const child = spawn('script', ['-qfec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] })
   let transcript = ''
   let exited = false
@@ -164,21 +162,27 @@ test.serial("chat with a nanochat-format model in a terminal: two turns, each wi
   const prompted = async (count: number) => {
     while (!exited && (transcript.match(/> /g) ?? []).length < count) await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  await prompted(1)
-  child.stdin.write('hello\n')
-  await prompted(2)
-  child.stdin.write('again\n')
+  for (const [i, turn] of turns.entries()) {
+    await prompted(i + 1)
+    child.stdin.write(`${turn}\n`)
+  }
   await prompted(3)
   child.stdin.write('/exit\n')
   const [code] = (await once(child, 'close')) as [number]
-  rmSync(dir, { recursive: true })
   t.is(code, 0, transcript)
-  const answer = '<|python_start|>12+3<|python_end|><|output_start|>15<|output_end|>OK'
-  t.is(transcript.split(answer).length - 1, 2, transcript)
-  const turns = [...transcript.matchAll(/reused (\d+) cached tokens, prefilled (\d+)/g)].map((m) => [Number(m[1]), Number(m[2])])
-  t.is(turns.length, 2, transcript)
+  for (const answer of [
+    'Adding. <|python_start|>12+7<|python_end|><|output_start|>19<|output_end|> It is 19.',
+    'Now <|python_start|>5-8<|python_end|><|output_start|>-3<|output_end|> is negative.',
+  ]) {
+    t.true(transcript.includes(answer), transcript)
+  }
+  const cacheUse = [...transcript.matchAll(/reused (\d+) cached tokens, prefilled (\d+)/g)].map((m) => [Number(m[1]), Number(m[2])])
+  t.is(cacheUse.length, 2, transcript)
   // Turn 2 reuses turn 1's prompt and reply (forced tokens included) and prefills the reply's end and the new turn.
-  t.true(turns[1][0] >= turns[0][1] + 10, transcript)
-  t.is(turns[1][1], 1 + 1 + 'again'.length + 2, 'assistant_end, user_start, the text, user_end and assistant_start')
+  const model = await Model.load(checkpoint)
+  const secondTurn = model.tokenizer.encode(turns[1], { addBos: false }).length
+  model.dispose()
+  t.true(cacheUse[1][0] >= cacheUse[0][1] + 20, transcript)
+  t.is(cacheUse[1][1], 1 + 1 + secondTurn + 2, 'assistant_end, user_start, the text, user_end and assistant_start')
   t.log(transcript.replace(/\r/g, ''))
 })

@@ -58,18 +58,19 @@ def assistant(parts):
     return {"role": "assistant", "content": parts}
 
 
-EARLIER = [user("What is 2+2?"), assistant([*call("2+2"), text(" 4.")])]
+ADD = [user("What is 12+7?")], [text("Adding. "), *call("12+7"), text(" It is 19.")]
 
-# name -> (messages, the reply the model is trained to give)
+# name -> (messages, the reply the model is trained to give). "add" then "history" is the
+# two-turn chat __test__/cli.spec.ts types into `kvengine chat`.
 CONVERSATIONS = {
-    "add": ([user("What is 12+7?")], [text("Adding. "), *call("12+7"), text(" It is 19.")]),
+    "add": ADD,
     "two_calls_in_a_row": ([user("Work out 3*4 and then times 5")], [*call("3*4"), *call("12*5"), text(" So 60.")]),
     "count": ([user("How many r in strawberry?")], [text("Count: "), *call("'strawberry'.count('r')"), text(" three")]),
     "refused_power": ([user("What is 2 to the 10th?")], [*call("2**10"), text(" No powers here, sorry.")]),
     "commas": ([user("1,000 plus 1?")], [*call("1,000+1"), text(" ok")]),
     "division": ([user("Half of 7?")], [*call("7/2"), text(" Half.")]),
     "short": ([user("Hi")], [*call("1+1")]),
-    "history": ([*EARLIER, user("And 5-8?")], [text("Now "), *call("5-8"), text(" is negative.")]),
+    "history": ([*ADD[0], assistant(ADD[1]), user("And 5-8?")], [text("Now "), *call("5-8"), text(" is negative.")]),
     "system": ([{"role": "system", "content": "Be brief."}, user("(2 + 3) * 4?")], [*call("(2 + 3) * 4"), text(" 20")]),
     "three_calls": ([user("Sum 1..3 step by step")], [*call("1+2"), *call("3+3"), *call("6/3"), text(" Done.")]),
 }
