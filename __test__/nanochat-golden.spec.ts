@@ -62,17 +62,24 @@ test('the fixture is what it claims: at least 8 conversations, every one with a 
 })
 
 for (const run of golden.runs) {
-  test(`${run.conversation}, numSamples ${run.num_samples}, maxTokens ${run.max_tokens}: every row equals upstream's`, async (t) => {
-    const { rows } = await columnsOf([run.prompt], { numSamples: run.num_samples, maxTokens: run.max_tokens })
-    t.deepEqual(rows, run.rows)
+  test(`${run.conversation}, numSamples ${run.num_samples}, maxTokens ${run.max_tokens}: every row equals upstream's, with and without drafts`, async (t) => {
+    const options = { numSamples: run.num_samples, maxTokens: run.max_tokens }
+    t.deepEqual((await columnsOf([run.prompt], options)).rows, run.rows)
+    const drafted = await columnsOf([run.prompt], { ...options, speculative: { method: 'ngram', numSpeculativeTokens: 4, promptLookupMin: 1 } })
+    t.deepEqual(drafted.rows, run.rows)
   })
 }
 
-for (const multiStep of [1, 4]) {
-  test(`all ${singleSample.length} conversations in one batch (multiStep ${multiStep}) give each one's upstream columns`, async (t) => {
+const batchOptions: [string, GenerateOptions][] = [
+  ['one pass per call', { multiStep: 1 }],
+  ['greedy bursts of 4', { multiStep: 4 }],
+  ['prompt-lookup drafts', { speculative: { method: 'ngram', numSpeculativeTokens: 4, promptLookupMin: 1 } }],
+]
+for (const [name, options] of batchOptions) {
+  test(`all ${singleSample.length} conversations in one batch (${name}) give each one's upstream columns`, async (t) => {
     const { rows, endSteps } = await columnsOf(
       singleSample.map((run) => run.prompt),
-      { maxTokens: 64, multiStep },
+      { maxTokens: 64, ...options },
     )
     t.deepEqual(
       rows,

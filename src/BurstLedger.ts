@@ -1,4 +1,3 @@
-import type { Candidates } from './Candidates.js'
 import type { GenerateStep } from './GenerateStep.js'
 import type { RowCache } from './RowCache.js'
 import type { RowState } from './RowState.js'
@@ -10,9 +9,10 @@ function countTokens(step: GenerateStep, counts: Int32Array): void {
 
 /**
  * The greedy-burst protocol, owned in one place. A call into the model may run several passes
- * (a burst), each feeding every live row the model's own top token; the rows then take their
+ * (a burst), each feeding every live row the model's own top token, or feed each row drafted
+ * tokens after its last (speculative decoding: a pass per token); the rows then take their
  * tokens one pass at a time, and a row that takes another one (a forced token, a stop string, a
- * finish) was fed passes past it. The invariant, restored by every rewind: a row's cache holds
+ * finish, a sample other than its draft) was fed passes past it. The invariant, restored by every rewind: a row's cache holds
  * its prompt and every counted token but the last, which the next call feeds, and no more.
  *
  * Row lengths are tracked here, not read from the cache, which a call in flight is writing.
@@ -85,13 +85,12 @@ export class BurstLedger {
   }
 
   /**
-   * Whether a live row took, in `step`, a token other than the top candidate of its pass
-   * (`candidates` from row `firstRow` of the call's logits rows), which the model fed it next:
-   * the passes after it fed the wrong token.
+   * Whether a live row took, in `step`, a token other than the one the model was fed after it
+   * (`fedNext(row)`: its own top token in a burst, or its draft): the passes after it fed the
+   * wrong token.
    */
-  static diverged(rows: RowState[], step: GenerateStep, candidates: Candidates, logitRow: Int32Array, firstRow: number): boolean {
-    const { ids, perRow } = candidates
-    return rows.some((s, r) => !s.completed && step.tokenColumn[r] !== ids[(firstRow + logitRow[r]) * perRow])
+  static diverged(rows: RowState[], step: GenerateStep, fedNext: (row: number) => number): boolean {
+    return rows.some((s, r) => !s.completed && step.tokenColumn[r] !== fedNext(r))
   }
 
   /** Cuts each row back to the tokens fed before its last counted one, where it holds more. */

@@ -14,6 +14,7 @@ import { GRAMMAR_KINDS, type GrammarSpec } from './GrammarSpec.js'
 import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
 import { Model, type ForwardResult } from './Model.js'
+import { PromptLookup } from './PromptLookup.js'
 import { Rng } from './Rng.js'
 import type { RowCache } from './RowCache.js'
 import { RowState } from './RowState.js'
@@ -51,6 +52,7 @@ const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
   regex: true,
   logprobs: true,
   maxMemory: true,
+  speculative: true,
 }
 
 /** Callers' caches that a generation is running in: a second one there would feed its tokens
@@ -75,6 +77,8 @@ interface Plan {
   grammar: GrammarSpec | null
   /** Top tokens to report with each sampled token's log-probability; null for none. */
   logprobs: number | null
+  /** The n-gram drafter of `speculative`, or null. */
+  lookup: PromptLookup | null
 }
 
 /** A decode call started before its steps were handed out: the rows it feeds, and its passes. */
@@ -82,15 +86,22 @@ interface InFlightPass {
   pass: Promise<ForwardResult>
   fed: number[]
   passes: number
+  /** Per row, the drafted tokens the call fed after the row's last one; null for a greedy burst. */
+  drafts: number[][] | null
 }
 
-/** What the last call returned: per cache row, its row among the `fedRows` of each pass. */
+/**
+ * What the last call returned: per cache row, its row among the `fedRows` of each pass (a
+ * greedy burst's logits are pass by pass); after a drafted call, the row's first logits row
+ * (its passes follow it) and what it was fed.
+ */
 interface LastCall {
   logits: Float32Array
   logitRow: Int32Array
   candidates?: Candidates
   fedRows: number
   passes: number
+  drafts: number[][] | null
 }
 
 /** OpenAI's limit on top_logprobs. */
@@ -149,12 +160,14 @@ export class Engine<M extends ForwardModel = Model> {
     const wanted = plan.logprobs === null ? rows[0].sampler.candidatesWanted(vocab) : 0
     const perRow = Math.min(wanted, vocab)
     const multiStep = wanted === 1 ? plan.multiStep : 1
-    const picks = rowCount * perRow * multiStep
+    // A drafted call reads one logits row per token it feeds.
+    const passesAtMost = Math.max(multiStep, plan.lookup ? plan.lookup.maxDraft + 1 : 1)
+    const picks = rowCount * perRow * passesAtMost
     const constraints = grammar ? rows.map((s) => s.constraint) : undefined
     const forwardOptions =
       wanted > 0
         ? { signal: options.signal, constraints, candidates: wanted, logits: false, candidatesInto: new Candidates(new Uint32Array(picks), new Float32Array(picks), perRow) }
-        : { signal: options.signal, constraints, logitsInto: new Float32Array(rowCount * vocab) }
+        : { signal: options.signal, constraints, logitsInto: new Float32Array(rowCount * vocab * passesAtMost) }
     const lengths = new BurstLedger(rowCount)
     let inFlight: InFlightPass | undefined
     // Last, so that nothing between taking the cache and the `finally` that gives it back can throw.
@@ -178,20 +191,27 @@ export class Engine<M extends ForwardModel = Model> {
       //    call (greedy rows run several passes per call, see `multiStep`). The tokens go back
       //    into the model before the steps are handed out, so the caller's work overlaps the call.
       let passes = 1
+      let drafts: number[][] | null = null
       for (;;) {
         this.#throwIfAborted(options.signal)
-        const steps = this.#takeSteps(rows, plan, lengths, { logits, logitRow, candidates, fedRows: logitRows.length, passes })
+        const steps = this.#takeSteps(rows, plan, lengths, { logits, logitRow, candidates, fedRows: logitRows.length, passes, drafts })
+        if (drafts) plan.lookup?.judge(steps.length - 1)
         // A row that stopped, or took a forced token, inside a burst had passes past it.
         lengths.take(steps, cache)
         const fed = rows.flatMap((s, r) => (s.completed ? [] : [r]))
         if (fed.length > 0) {
-          passes = multiStep > 1 ? lengths.passesFor(rows, plan.maxTokens, this.model.info.contextLength, multiStep) : 1
-          const next = rows.map((s, r) => (s.completed ? [] : [steps[steps.length - 1].tokenColumn[r]]))
-          const pass = this.model.forward(cache, next, passes > 1 ? { ...forwardOptions, greedySteps: passes } : forwardOptions)
+          const last = steps[steps.length - 1].tokenColumn
+          const { lookup } = plan
+          // Drafts run passes as a burst does, so they get the room a burst would.
+          const drafted = lookup?.wants() ? lookup.draftRows(rows, plan.prompts, plan.numSamples, lengths.passesFor(rows, plan.maxTokens, this.model.info.contextLength, lookup.maxDraft + 1) - 1) : null
+          passes = drafted ? drafted[fed[0]].length + 1 : multiStep > 1 ? lengths.passesFor(rows, plan.maxTokens, this.model.info.contextLength, multiStep) : 1
+          const next = rows.map((s, r) => (s.completed ? [] : drafted ? [last[r], ...drafted[r]] : [last[r]]))
+          const callOptions = drafted ? { ...forwardOptions, allLogits: true } : passes > 1 ? { ...forwardOptions, greedySteps: passes } : forwardOptions
+          const pass = this.model.forward(cache, next, callOptions)
           // Handled here as well, so a pass that fails while the caller holds the step is no
           // unhandled rejection; the error is still thrown where the pass is awaited.
           pass.catch(() => {})
-          inFlight = { pass, fed, passes }
+          inFlight = { pass, fed, passes, drafts: drafted }
         }
         for (const step of steps) {
           this.#throwIfAborted(options.signal)
@@ -204,6 +224,9 @@ export class Engine<M extends ForwardModel = Model> {
         ;({ logits, rows: logitRows, candidates } = await call.pass)
         lengths.landed(call.fed, call.passes)
         locate(logitRows)
+        drafts = call.drafts
+        // `locate` found each drafted row's last logits row; its passes start at its first.
+        if (drafts) for (const r of call.fed) logitRow[r] -= call.passes - 1
       }
     } catch (err) {
       if (options.signal?.aborted) throw new KvEngineError('ABORTED', 'generation was aborted', { cause: err })
@@ -235,12 +258,16 @@ export class Engine<M extends ForwardModel = Model> {
   #takeSteps(rows: RowState[], plan: Plan, lengths: BurstLedger, last: LastCall): GenerateStep[] {
     const steps: GenerateStep[] = []
     for (let pass = 0; pass < last.passes; pass++) {
-      const firstRow = pass * last.fedRows
+      // A burst's logits rows go pass by pass; a drafted row's passes follow its first row.
+      const firstRow = last.drafts ? pass : pass * last.fedRows
       const step = this.#takeStep(rows, plan, lengths, last, firstRow)
       steps.push(step)
       if (pass + 1 === last.passes || rows.every((s) => s.completed)) break
-      // A burst always decodes from candidates.
-      if (BurstLedger.diverged(rows, step, last.candidates as Candidates, last.logitRow, firstRow)) break
+      const { drafts, candidates, logitRow } = last
+      // What the model was fed after this pass: the row's draft, or (a burst always decodes from
+      // candidates) its own top token.
+      const fedNext = drafts ? (r: number) => drafts[r][pass] : (r: number) => (candidates as Candidates).ids[(firstRow + logitRow[r]) * (candidates as Candidates).perRow]
+      if (BurstLedger.diverged(rows, step, fedNext)) break
     }
     return steps
   }
@@ -325,7 +352,11 @@ export class Engine<M extends ForwardModel = Model> {
     // A grammar's rows decode one pass per call (a burst's later passes would feed tokens no mask
     // had checked), and so do rows reporting log-probabilities (they need each pass's logits).
     const onePass = grammar !== null || logprobs !== null
-    return { prompts, numSamples, rowCount, maxTokens, reserve, stopTokens, tools: grammar ? null : this.#toolRunner(options.tools), multiStep: onePass ? 1 : multiStep, grammar, logprobs }
+    const lookup = PromptLookup.from(options.speculative)
+    if (lookup && onePass) {
+      throw new KvEngineError('INVALID_ARGUMENT', `speculative cannot be combined with ${grammar ? Object.keys(grammar)[0] : 'logprobs'}, which need each token's logits before the next is fed`)
+    }
+    return { prompts, numSamples, rowCount, maxTokens, reserve, stopTokens, tools: grammar ? null : this.#toolRunner(options.tools), multiStep: onePass ? 1 : multiStep, grammar, logprobs, lookup }
   }
 
   async #compile(spec: GrammarSpec): Promise<Grammar> {

@@ -1,6 +1,7 @@
 import type { KvCache } from './KvCache.js'
 import type { RowCache } from './RowCache.js'
 import type { SamplingOptions } from './SamplingOptions.js'
+import type { SpeculativeOptions } from './SpeculativeOptions.js'
 import type { ToolUse } from './ToolUse.js'
 
 /** @typeParam C - The cache the Engine's model runs in: `KvCache` for a `Model`. */
@@ -78,4 +79,10 @@ export interface GenerateOptions<C extends RowCache = KvCache> extends SamplingO
    * and greedy rows run one pass per call.
    */
   logprobs?: number
+  /**
+   * Speculative decoding (see SpeculativeOptions): the same tokens, faster where the output
+   * repeats its prompt (rewriting, extracting, editing code). Not with `jsonSchema`, `grammar`,
+   * `regex` or `logprobs`. Off by default.
+   */
+  speculative?: SpeculativeOptions
 }
