@@ -25,6 +25,10 @@ const fixtures = join(root, 'crate', 'tests', 'fixtures', 'nanochat')
 const golden: { checkpoint: string; runs: UpstreamRun[] } = JSON.parse(readFileSync(join(fixtures, 'engine_golden.json'), 'utf8'))
 const model = await Model.load(join(fixtures, golden.checkpoint))
 const engine = new Engine(model)
+// A second copy of the checkpoint drafts (its drafts are all right). Rows draft only while no row
+// of the batch is inside a call or has an answer queued, so alone a conversation drafts between
+// its calls; in the batch of 10 that is rare.
+const draftCopy = await Model.load(join(fixtures, golden.checkpoint))
 const [PYTHON_START] = model.tokenizer.encode('<|python_start|>', { special: true, addBos: false })
 
 /** Each row's tokens and masks up to its end, as upstream's columns are cut (its terminal token kept). */
@@ -74,6 +78,7 @@ const batchOptions: [string, GenerateOptions][] = [
   ['one pass per call', { multiStep: 1 }],
   ['greedy bursts of 4', { multiStep: 4 }],
   ['prompt-lookup drafts', { speculative: { method: 'ngram', numSpeculativeTokens: 4, promptLookupMin: 1 } }],
+  ['a draft model', { speculative: { method: 'draft_model', model: draftCopy, numSpeculativeTokens: 4 } }],
 ]
 for (const [name, options] of batchOptions) {
   test(`all ${singleSample.length} conversations in one batch (${name}) give each one's upstream columns`, async (t) => {

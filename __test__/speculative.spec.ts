@@ -1,13 +1,16 @@
-// Prompt-lookup speculative decoding (`speculative: { method: 'ngram' }`) on the real SmolLM2
-// model: every row's tokens, masks, text and finish must be those of plain decoding, greedy or
-// sampled (a drafted position is sampled with the same draw as without drafting), while calls
-// that feed drafts really happen and carry several tokens each.
+// Speculative decoding on the real SmolLM2 model, prompt lookup (`method: 'ngram'`) and a draft
+// model (a Q4_0 copy made from the F32 file): every row's tokens, masks, text and finish must be
+// those of plain decoding, greedy or sampled (a drafted position is sampled with the same draw
+// as without drafting), while calls that feed drafts really happen.
+import { join } from 'node:path'
+
 import test from 'ava'
 
 import { Engine, type ForwardModel, type GenerateOptions, KvEngineError, Model } from '../index.js'
-import { chatml, modelPath } from './models.js'
+import { chatml, modelPath, root } from './models.js'
 
 const model = await Model.load(modelPath('Q8_0'))
+const draftModel = await Model.load(modelPath('F32'), { quantize: 'q4_0' })
 const LOG = [
   '10:00:01 INFO server started on port 8080',
   '10:00:05 ERROR could not open database connection to db-primary: timeout after 30 seconds',
@@ -18,6 +21,7 @@ const LOG = [
 const copyPrompt = model.tokenizer.encode(chatml(`Copy out, word for word, the lines of this log that contain ERROR.\n\n${LOG}`), { special: true })
 const freePrompt = model.tokenizer.encode(chatml('Write a short story about a fox who learns to swim.'), { special: true })
 const ngram = { method: 'ngram' } as const
+const drafting = { method: 'draft_model', model: draftModel } as const
 
 /** The model, counting the calls that fed drafts (several tokens to a row after the prefill) and the tokens they fed. */
 function counting() {
@@ -53,17 +57,19 @@ const cases: [string, number[] | number[][], GenerateOptions][] = [
   ['maxTokens 7, inside the first drafts', copyPrompt, { temperature: 0, maxTokens: 7 }],
 ]
 
-for (const [name, prompt, options] of cases) {
-  test.serial(`${name}: the same rows as plain decoding`, async (t) => {
-    const plain = counting()
-    const drafted = counting()
-    const expected = await rowsOf(plain.engine, prompt, options)
-    const got = await rowsOf(drafted.engine, prompt, { ...options, speculative: ngram })
-    t.deepEqual(got, expected)
-    const tokens = expected.reduce((n, row) => n + row.tokens.length, 0)
-    t.log(`${tokens} tokens: plain ${plain.seen.calls} calls, speculative ${drafted.seen.calls} (${drafted.seen.drafted} drafted, feeding ${drafted.seen.fed} tokens)`)
-    if ((options.maxTokens ?? 0) > 7) t.true(drafted.seen.drafted > 0, 'no call fed a draft')
-  })
+for (const speculative of [ngram, drafting]) {
+  for (const [name, prompt, options] of cases) {
+    test.serial(`${speculative.method}, ${name}: the same rows as plain decoding`, async (t) => {
+      const plain = counting()
+      const drafted = counting()
+      const expected = await rowsOf(plain.engine, prompt, options)
+      const got = await rowsOf(drafted.engine, prompt, { ...options, speculative })
+      t.deepEqual(got, expected)
+      const tokens = expected.reduce((n, row) => n + row.tokens.length, 0)
+      t.log(`${tokens} tokens: plain ${plain.seen.calls} calls, speculative ${drafted.seen.calls} (${drafted.seen.drafted} drafted, feeding ${drafted.seen.fed} tokens)`)
+      if ((options.maxTokens ?? 0) > 7) t.true(drafted.seen.drafted > 0, 'no call fed a draft')
+    })
+  }
 }
 
 test.serial('on a copy task, drafts carry the generation: fewer calls than plain greedy bursts of 4', async (t) => {
@@ -95,8 +101,13 @@ test.serial('bad speculative options are refused, naming what is wrong', async (
     t.is(err?.code, 'INVALID_ARGUMENT')
     t.regex(err?.message ?? '', pattern)
   }
-  await refused({ method: 'draft_model' }, /speculative\.method must be 'ngram'/)
-  await refused({ method: 'ngram', lookahead: 3 }, /unknown speculative option 'lookahead'/)
+  await refused({ method: 'medusa' }, /speculative\.method must be 'ngram' \(prompt lookup\) or 'draft_model', got "medusa"/)
+  await refused({ method: 'ngram', lookahead: 3 }, /unknown speculative \(method 'ngram'\) option 'lookahead'/)
+  await refused({ method: 'ngram', model: draftModel }, /unknown speculative \(method 'ngram'\) option 'model'/)
+  await refused({ method: 'draft_model' }, /speculative\.model must be a loaded model/)
+  const other = await Model.load(join(root, 'crate', 'tests', 'fixtures', 'nanochat', 'chatsft_checkpoints', 'd4'))
+  await refused({ method: 'draft_model', model: other }, /a draft model must share the vocabulary/)
+  other.dispose()
   await refused({ method: 'ngram', numSpeculativeTokens: 0 }, /numSpeculativeTokens must be an integer in 1\.\.32/)
   await refused({ method: 'ngram', promptLookupMax: 2, promptLookupMin: 3 }, /promptLookupMin must be an integer in 1\.\.2/)
   await refused('ngram', /speculative options must be an object/)

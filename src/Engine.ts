@@ -3,6 +3,7 @@ import { Candidates } from './Candidates.js'
 import type { ChatMessage } from './ChatMessage.js'
 import type { ChatOptions } from './ChatOptions.js'
 import type { ChatReply } from './ChatReply.js'
+import type { Drafter } from './Drafter.js'
 import { chatReplies } from './chatReplies.js'
 import type { FinishReason } from './FinishReason.js'
 import type { ForwardModel } from './ForwardModel.js'
@@ -14,7 +15,6 @@ import { GRAMMAR_KINDS, type GrammarSpec } from './GrammarSpec.js'
 import { KvCache } from './KvCache.js'
 import { KvEngineError } from './KvEngineError.js'
 import { Model, type ForwardResult } from './Model.js'
-import { PromptLookup } from './PromptLookup.js'
 import { Rng } from './Rng.js'
 import type { RowCache } from './RowCache.js'
 import { RowState } from './RowState.js'
@@ -26,6 +26,7 @@ import { generationDefaults, type GenerationDefaults } from './generationDefault
 import { toTokenIds } from './toTokenIds.js'
 import { ToolRegistry } from './ToolRegistry.js'
 import { ToolRunner } from './ToolRunner.js'
+import { speculationOf, type Speculation } from './speculationOf.js'
 import { validateSamplingOptions } from './validateSamplingOptions.js'
 
 /** Positions a generation without `maxTokens` reserves past its prompt (the Rust cache's growth step). */
@@ -77,8 +78,8 @@ interface Plan {
   grammar: GrammarSpec | null
   /** Top tokens to report with each sampled token's log-probability; null for none. */
   logprobs: number | null
-  /** The n-gram drafter of `speculative`, or null. */
-  lookup: PromptLookup | null
+  /** What `speculative` asks for; null without it. */
+  speculation: Speculation | null
 }
 
 /** A decode call started before its steps were handed out: the rows it feeds, and its passes. */
@@ -161,7 +162,7 @@ export class Engine<M extends ForwardModel = Model> {
     const perRow = Math.min(wanted, vocab)
     const multiStep = wanted === 1 ? plan.multiStep : 1
     // A drafted call reads one logits row per token it feeds.
-    const passesAtMost = Math.max(multiStep, plan.lookup ? plan.lookup.maxDraft + 1 : 1)
+    const passesAtMost = Math.max(multiStep, (plan.speculation?.maxDraft ?? 0) + 1)
     const picks = rowCount * perRow * passesAtMost
     const constraints = grammar ? rows.map((s) => s.constraint) : undefined
     const forwardOptions =
@@ -170,9 +171,11 @@ export class Engine<M extends ForwardModel = Model> {
         : { signal: options.signal, constraints, logitsInto: new Float32Array(rowCount * vocab * passesAtMost) }
     const lengths = new BurstLedger(rowCount)
     let inFlight: InFlightPass | undefined
+    let drafter: Drafter | null = null
     // Last, so that nothing between taking the cache and the `finally` that gives it back can throw.
     const { cache, owned } = this.#takeCache(plan, options.cache, capacity)
     try {
+      drafter = plan.speculation?.create(rowCount, Math.max(...plan.prompts.map((p) => p.length)) + plan.reserve) ?? null
       // 2) Prefill: each prompt once, into the first row of its samples.
       const prefill = rows.map((_, r) => (r % plan.numSamples === 0 ? plan.prompts[r / plan.numSamples] : []))
       let { logits, rows: logitRows, candidates } = await this.model.forward(cache, prefill, forwardOptions)
@@ -195,15 +198,15 @@ export class Engine<M extends ForwardModel = Model> {
       for (;;) {
         this.#throwIfAborted(options.signal)
         const steps = this.#takeSteps(rows, plan, lengths, { logits, logitRow, candidates, fedRows: logitRows.length, passes, drafts })
-        if (drafts) plan.lookup?.judge(steps.length - 1)
+        if (drafts) drafter?.backoff.judge(steps.length - 1)
         // A row that stopped, or took a forced token, inside a burst had passes past it.
         lengths.take(steps, cache)
         const fed = rows.flatMap((s, r) => (s.completed ? [] : [r]))
         if (fed.length > 0) {
           const last = steps[steps.length - 1].tokenColumn
-          const { lookup } = plan
           // Drafts run passes as a burst does, so they get the room a burst would.
-          const drafted = lookup?.wants() ? lookup.draftRows(rows, plan.prompts, plan.numSamples, lengths.passesFor(rows, plan.maxTokens, this.model.info.contextLength, lookup.maxDraft + 1) - 1) : null
+          const room = drafter?.backoff.wants() ? lengths.passesFor(rows, plan.maxTokens, this.model.info.contextLength, drafter.maxDraft + 1) - 1 : 0
+          const drafted = room > 0 ? await (drafter as Drafter).draftRows(rows, plan.prompts, plan.numSamples, room) : null
           passes = drafted ? drafted[fed[0]].length + 1 : multiStep > 1 ? lengths.passesFor(rows, plan.maxTokens, this.model.info.contextLength, multiStep) : 1
           const next = rows.map((s, r) => (s.completed ? [] : drafted ? [last[r], ...drafted[r]] : [last[r]]))
           const callOptions = drafted ? { ...forwardOptions, allLogits: true } : passes > 1 ? { ...forwardOptions, greedySteps: passes } : forwardOptions
@@ -247,6 +250,7 @@ export class Engine<M extends ForwardModel = Model> {
       if (!owned) lengths.rewindToSeen(cache)
       if (owned) cache.dispose()
       else cachesInUse.delete(cache)
+      drafter?.dispose()
     }
   }
 
@@ -352,11 +356,11 @@ export class Engine<M extends ForwardModel = Model> {
     // A grammar's rows decode one pass per call (a burst's later passes would feed tokens no mask
     // had checked), and so do rows reporting log-probabilities (they need each pass's logits).
     const onePass = grammar !== null || logprobs !== null
-    const lookup = PromptLookup.from(options.speculative)
-    if (lookup && onePass) {
+    const speculation = speculationOf(options.speculative, this.model, longest + maxTokens)
+    if (speculation && onePass) {
       throw new KvEngineError('INVALID_ARGUMENT', `speculative cannot be combined with ${grammar ? Object.keys(grammar)[0] : 'logprobs'}, which need each token's logits before the next is fed`)
     }
-    return { prompts, numSamples, rowCount, maxTokens, reserve, stopTokens, tools: grammar ? null : this.#toolRunner(options.tools), multiStep: onePass ? 1 : multiStep, grammar, logprobs, lookup }
+    return { prompts, numSamples, rowCount, maxTokens, reserve, stopTokens, tools: grammar ? null : this.#toolRunner(options.tools), multiStep: onePass ? 1 : multiStep, grammar, logprobs, speculation }
   }
 
   async #compile(spec: GrammarSpec): Promise<Grammar> {

@@ -1,17 +1,11 @@
+import type { DraftModelSpeculation } from './DraftModelSpeculation.js'
+import type { NgramSpeculation } from './NgramSpeculation.js'
+
 /**
- * Speculative decoding, in the shape of vLLM's `speculative_config`. `ngram` ("prompt lookup")
- * drafts with no second model: where the last few tokens of a row occurred before in its prompt
- * or output, the tokens that followed them then are proposed, and all of them are checked in one
- * forward pass. Each drafted position is sampled exactly as without drafting (same sampler, same
- * random draws), and the row keeps the drafts up to the first one its sample differs from, so
- * the output is the same token for token, greedy or not; only its speed changes.
+ * Speculative decoding, in the shape of vLLM's `speculative_config`: `ngram` (prompt lookup) or
+ * `draft_model`. Each pass drafts tokens after every row's last and checks them all in one
+ * forward pass of the model. Each drafted position is sampled exactly as without drafting (same
+ * sampler, same random draw), and a row keeps the drafts up to the first its sample differs
+ * from, so the output is the same token for token, greedy or not; only its speed changes.
  */
-export interface SpeculativeOptions {
-  method: 'ngram'
-  /** Tokens drafted per pass, at most (1..32). Default 8. */
-  numSpeculativeTokens?: number
-  /** The longest suffix looked up (1..16). Default 4. */
-  promptLookupMax?: number
-  /** The shortest suffix looked up (1..`promptLookupMax`). Default 2: single tokens recur too often by chance. */
-  promptLookupMin?: number
-}
+export type SpeculativeOptions = NgramSpeculation | DraftModelSpeculation
