@@ -45,6 +45,23 @@ test.serial('generate streams a greedy completion as it is produced', async (t) 
   t.regex(r.stderr, /tokens\/s/)
 })
 
+test.serial('generate with --speculative ngram or --model-draft prints what plain greedy decoding prints; bad flags are clear errors', async (t) => {
+  const base = ['generate', '-m', modelPath('Q8_0'), '-p', 'Repeat exactly: the red fox, the red fox, the red fox.', '--temperature', '0', '--max-tokens', '32']
+  const plain = await run(base)
+  t.is(plain.code, 0, plain.stderr)
+  for (const flags of [['--speculative', 'ngram'], ['--model-draft', modelPath('Q4_1'), '--draft-max', '3']]) {
+    const r = await run([...base, ...flags])
+    t.is(r.code, 0, r.stderr)
+    t.is(r.stdout, plain.stdout, flags.join(' '))
+  }
+  const wrong = await run([...base, '--speculative', 'eagle'])
+  t.is(wrong.code, 1)
+  t.regex(wrong.stderr, /--speculative takes ngram .*got 'eagle'/)
+  const served = await run(['serve', '-m', modelPath('Q8_0'), '--speculative', 'ngram'])
+  t.is(served.code, 1)
+  t.regex(served.stderr, /serve does not decode speculatively yet; leave out --speculative/)
+})
+
 test.serial('--chat-template-file renders chats with that template in place of the model\'s; a missing file is a clear error', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'kvengine-template-'))
   t.teardown(() => rmSync(dir, { recursive: true }))

@@ -6,6 +6,7 @@ import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
 
 import type { ChatMessage } from './ChatMessage.js'
+import type { GenerateOptions } from './GenerateOptions.js'
 import { convertGguf, type GgufTarget } from './convertGguf.js'
 import { defaultModelPath } from './defaultModelPath.js'
 import { downloadModel } from './downloadModel.js'
@@ -30,6 +31,8 @@ sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P -
   (the default on x86 CPUs without AMX, where results stay independent of batching), or f32.
 --quantize q8_0|q4_0: quantize full-precision weights (safetensors, nanochat, F32/F16 GGUF) once at load.
 --chat-template-file FILE: a Jinja chat template to use in place of the model's own (as llama-server's).
+--speculative ngram | --model-draft FILE [--draft-max N]: speculative decoding for generate and chat, by
+  prompt lookup or with a smaller draft model of the same vocabulary; the output is unchanged.
 -m: a .gguf file or model folder, hf:<owner>/<repo>:<quant> (e.g. :Q4_K_M), hf:<owner>/<repo>/<file.gguf>,
   or an https:// URL; downloaded once (resuming if interrupted) into $KVENGINE_MODELS_DIR, else
   $XDG_CACHE_HOME/kvengine, else ~/.cache/kvengine. Left out: SmolLM2-135M-Instruct (fetched on first use).
@@ -60,6 +63,9 @@ const options = {
   activations: { type: 'string' },
   'chat-template-file': { type: 'string' },
   quantize: { type: 'string' },
+  speculative: { type: 'string' },
+  'model-draft': { type: 'string' },
+  'draft-max': { type: 'string' },
   port: { type: 'string' },
   host: { type: 'string' },
   'max-rows': { type: 'string' },
@@ -116,6 +122,28 @@ async function load(args: Args): Promise<Model> {
   return model
 }
 
+/** `GenerateOptions.speculative` from the flags (a draft model is loaded here), or undefined. */
+async function speculation(args: Args): Promise<GenerateOptions['speculative']> {
+  const method = args.speculative ?? (args['model-draft'] !== undefined ? 'draft_model' : undefined)
+  const numSpeculativeTokens = num(args['draft-max'])
+  if (method === undefined) {
+    if (numSpeculativeTokens !== undefined) throw new KvEngineError('INVALID_ARGUMENT', '--draft-max needs --speculative ngram or --model-draft')
+    return undefined
+  }
+  if (method === 'ngram' && args['model-draft'] === undefined) return { method, numSpeculativeTokens }
+  if (method !== 'draft_model' || args['model-draft'] === undefined) {
+    throw new KvEngineError('INVALID_ARGUMENT', `--speculative takes ngram (or give --model-draft FILE alone for a draft model), got '${args.speculative}'${args['model-draft'] === undefined ? '' : ' with --model-draft'}`)
+  }
+  const draft = await Model.load(await modelPath(args['model-draft']), { threads: num(args.threads), activations: args.activations as 'f32' | 'q8' | undefined })
+  process.stderr.write(`draft model ${draft.path} (${draft.info.architecture}, ${draft.info.format})\n`)
+  return { method, model: draft, numSpeculativeTokens }
+}
+
+/** Frees the draft model `speculation` loaded, if any. */
+function disposeDraft(speculative: GenerateOptions['speculative']): void {
+  if (speculative?.method === 'draft_model') (speculative.model as Model).dispose()
+}
+
 function readTemplate(file: string): string {
   try {
     return readFileSync(file, 'utf8')
@@ -137,11 +165,16 @@ async function generate(args: Args): Promise<void> {
   // A model with no template but nanochat's vocabulary is rendered as nanochat renders a turn.
   const tokens = useChat ? encodeChat(model, [{ role: 'user', content: prompt }]) : model.tokenizer.encode(prompt)
   if (!useChat) process.stdout.write(prompt)
+  const speculative = await speculation(args)
   const started = performance.now()
   let count = 0
-  for await (const step of new Engine(model).generate(tokens, sampling(args, model))) {
-    process.stdout.write(step.text[0])
-    count++
+  try {
+    for await (const step of new Engine(model).generate(tokens, { ...sampling(args, model), speculative })) {
+      process.stdout.write(step.text[0])
+      count++
+    }
+  } finally {
+    disposeDraft(speculative)
   }
   const seconds = (performance.now() - started) / 1000
   process.stdout.write('\n')
@@ -178,6 +211,7 @@ function nextPrompt(model: Model, messages: ChatMessage[], history: number[]): n
 
 async function chat(args: Args): Promise<void> {
   const model = await load(args)
+  const speculative = await speculation(args)
   const engine = new Engine(model)
   const cache = model.createCache(1, Math.min(1024, model.info.contextLength))
   const messages: ChatMessage[] = args.system ? [{ role: 'system', content: args.system }] : []
@@ -199,7 +233,7 @@ async function chat(args: Args): Promise<void> {
       cache.truncateRow(0, reused)
       const produced: number[] = []
       let reply = ''
-      for await (const step of engine.generate(full.slice(reused), { ...sampling(args, model), cache })) {
+      for await (const step of engine.generate(full.slice(reused), { ...sampling(args, model), cache, speculative })) {
         produced.push(step.tokenColumn[0])
         reply += step.text[0]
         process.stdout.write(step.text[0])
@@ -213,6 +247,7 @@ async function chat(args: Args): Promise<void> {
   } finally {
     rl.close()
     cache.dispose()
+    disposeDraft(speculative)
     model.dispose()
   }
 }
@@ -220,6 +255,8 @@ async function chat(args: Args): Promise<void> {
 async function serve(args: Args): Promise<void> {
   const shutdownSeconds = num(args['shutdown-timeout']) ?? 10
   if (!(shutdownSeconds >= 0 && shutdownSeconds <= 3600)) throw new KvEngineError('INVALID_ARGUMENT', `--shutdown-timeout must be 0..3600 seconds, got ${args['shutdown-timeout']}`)
+  const drafting = (['speculative', 'model-draft', 'draft-max'] as const).filter((flag) => args[flag] !== undefined)
+  if (drafting.length > 0) throw new KvEngineError('UNSUPPORTED', `serve does not decode speculatively yet; leave out --${drafting.join(' and --')}`)
   const model = await load(args)
   const server = await startServer(model, {
     port: num(args.port),
