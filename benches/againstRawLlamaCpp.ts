@@ -1,0 +1,110 @@
+// kvengine against raw llama.cpp (built natively by scripts/build-llama-cpp.sh from the source in
+// llama-cpp-python's sdist), on the same files: llama-bench for prefill at 512 and batch-1 decode
+// of 128 tokens after 512, llama-batched-bench -pps for 8 samples of 128 from one 512-token
+// prompt. llama.cpp takes the better of flash attention on and off, kvengine runs its defaults;
+// both at 2 threads. Writes benches/out/raw-llama-cpp.json and prints one table.
+//
+//   node --import=tsx benches/againstRawLlamaCpp.ts [--models=smollm2-q8_0,1b-q4_k_m] [--reps=3]
+//   (or BENCH_RAW_MODELS=..., else BENCH_MODELS; the default is SmolLM2 and the 1B shape in Q8_0
+//   and Q4_K_M; BENCH_QUICK=1 takes one repetition)
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+import { rawLlamaCpp } from '../scripts/rawLlamaCpp.js'
+import { runEngine, tokenizePrompt } from './lib/child.js'
+import { machineInfo } from './lib/machine.js'
+import { selectModels } from './lib/models.js'
+import { OUT_DIR } from './lib/paths.js'
+import type { Plan } from './lib/plan.js'
+import { fixed, table } from './lib/table.js'
+
+const THREADS = 2
+const PROMPT = 512
+const GENERATE = 128
+const SAMPLES = 8
+const option = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+const reps = Number(option('reps') ?? (process.env.BENCH_QUICK === '1' ? 1 : 3))
+const models = selectModels(option('models') ?? process.env.BENCH_RAW_MODELS ?? process.env.BENCH_MODELS ?? 'smollm2-q8_0,smollm2-q4_k_m,1b-q8_0,1b-q4_k_m')
+const progress = (s: string) => console.error(`[raw ${new Date().toISOString().slice(11, 19)}] ${s}`)
+
+/** The same three figures for kvengine, through the benchmark's own runner. */
+const PLAN: Plan = {
+  prefillLengths: [PROMPT],
+  prefillReps: reps,
+  decodeContexts: [PROMPT],
+  decodeMainContext: PROMPT,
+  decodeTokens: GENERATE,
+  samples: [SAMPLES],
+  samplePrompt: PROMPT,
+  sampleTokens: GENERATE,
+  kv: null,
+  rss: null,
+  targets: { prefillTokens: PROMPT, samples: SAMPLES, kvGenerated: 0 },
+}
+
+interface Figures {
+  prefillTokPerS: number
+  decodeTokPerS: number
+  samplesWallS: number
+  /** llama.cpp: which flash-attention setting gave each figure. */
+  settings?: Record<string, string>
+}
+
+function jsonLines(bin: string, args: string[]): Record<string, number>[] {
+  const out = execFileSync(bin, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 1 << 24 })
+  return out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, number>)
+}
+
+/** llama-bench's best average tokens/s over flash attention off and on, and which it was. */
+function llamaBench(bin: string, model: string, test: string[]): [number, string] {
+  const rows = jsonLines(join(bin, 'llama-bench'), ['-m', model, '-t', String(THREADS), '-fa', '0,1', '-r', String(reps), '-o', 'jsonl', ...test])
+  const best = rows.reduce((a, b) => (b.avg_ts > a.avg_ts ? b : a))
+  return [best.avg_ts, `fa ${best.flash_attn ? 'on' : 'off'}`]
+}
+
+function rawFigures(bin: string, model: string): Figures {
+  const [prefillTokPerS, prefillFa] = llamaBench(bin, model, ['-p', String(PROMPT), '-n', '0'])
+  const [decodeTokPerS, decodeFa] = llamaBench(bin, model, ['-p', '0', '-n', String(GENERATE), '-d', String(PROMPT)])
+  const context = String(PROMPT + SAMPLES * GENERATE)
+  const walls = (['off', 'on'] as const).map((fa) => {
+    const args = ['-m', model, '-c', context, '-b', '2048', '-ub', '512', '-npp', String(PROMPT), '-ntg', String(GENERATE), '-npl', String(SAMPLES), '-pps', '-kvu', '-t', String(THREADS), '-fa', fa, '--output-format', 'jsonl']
+    const times = Array.from({ length: reps }, () => jsonLines(join(bin, 'llama-batched-bench'), args)[0]?.t ?? Number.NaN)
+    return [Math.min(...times), fa] as const
+  })
+  const [samplesWallS, samplesFa] = walls.reduce((a, b) => (b[0] < a[0] ? b : a))
+  return { prefillTokPerS, decodeTokPerS, samplesWallS, settings: { prefill: prefillFa, decode: decodeFa, samples: `fa ${samplesFa}` } }
+}
+
+async function kvengineFigures(model: string, prompt: number[], tag: string): Promise<Figures> {
+  const r = await runEngine('kvengine', `raw-${tag}`, { model, threads: THREADS, plan: PLAN, prompt })
+  const best = <T>(xs: T[], key: (x: T) => number, pick: (a: number, b: number) => boolean) => xs.reduce((a, b) => (pick(key(b), key(a)) ? b : a))
+  return {
+    prefillTokPerS: best(r.prefill, (f) => f.tokPerSec, (a, b) => a > b).tokPerSec,
+    decodeTokPerS: best(r.decode, (f) => f.tokPerSec, (a, b) => a > b).tokPerSec,
+    samplesWallS: best(r.aggregate, (f) => f.wallMs, (a, b) => a < b).wallMs / 1000,
+  }
+}
+
+const missing = models.filter((m) => !existsSync(m.path))
+if (missing.length) throw new Error(`missing model files (run scripts/bench-prep.ts): ${missing.map((m) => m.path).join(', ')}`)
+const llama = rawLlamaCpp()
+const prompt = await tokenizePrompt(models[0]!.path, PROMPT)
+const results = { startedAt: new Date().toISOString(), machine: machineInfo(), llamaCpp: llama.generator, threads: THREADS, reps, models: [] as { id: string; label: string; kvengine: Figures; llamaCpp: Figures }[] }
+for (const m of models) {
+  progress(`${m.label}: llama-bench and llama-batched-bench`)
+  const raw = rawFigures(llama.bin, m.path)
+  progress(`${m.label}: kvengine`)
+  const ours = await kvengineFigures(m.path, prompt, m.id)
+  results.models.push({ id: m.id, label: m.label, kvengine: ours, llamaCpp: raw })
+}
+mkdirSync(OUT_DIR, { recursive: true })
+writeFileSync(join(OUT_DIR, 'raw-llama-cpp.json'), `${JSON.stringify(results, null, 1)}\n`)
+const cell = (k: number, l: number, digits = 1) => [fixed(k, digits), fixed(l, digits), `${(k / l).toFixed(2)}×`]
+console.log(`# kvengine ${results.machine.kvengineCommit} against ${llama.generator}, ${THREADS} threads, best of ${reps}`)
+console.log(
+  table(
+    ['file', `prefill @${PROMPT}: kvengine`, 'llama.cpp', '×', `decode b1 after ${PROMPT}: kvengine`, 'llama.cpp', '×', `${SAMPLES}×${GENERATE} wall s: kvengine`, 'llama.cpp', '×'],
+    results.models.map(({ label, kvengine: k, llamaCpp: l }) => [label, ...cell(k.prefillTokPerS, l.prefillTokPerS), ...cell(k.decodeTokPerS, l.decodeTokPerS), ...cell(k.samplesWallS, l.samplesWallS, 2)]),
+  ),
+)
