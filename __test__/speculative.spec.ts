@@ -82,6 +82,14 @@ test.serial('on a copy task, drafts carry the generation: fewer calls than plain
   t.true(drafted.seen.calls < plain.seen.calls, `plain ${plain.seen.calls} calls, speculative ${drafted.seen.calls}`)
 })
 
+test.serial('a draft model with the same context as the target runs a generation left to end on its own (no maxTokens)', async (t) => {
+  const options: GenerateOptions = { temperature: 0 }
+  const [plain] = await new Engine(model).generateBatch(copyPrompt, options)
+  const [drafted] = await new Engine(model).generateBatch(copyPrompt, { ...options, speculative: drafting })
+  t.is(plain.finishReason, 'stop')
+  t.deepEqual(drafted, plain)
+})
+
 test.serial("a caller's cache is left holding what plain decoding leaves in it", async (t) => {
   const engine = new Engine(model)
   const seqlens: number[][] = []

@@ -22,7 +22,7 @@ const DRAFT_MODEL_KEYS: Record<keyof DraftModelSpeculation, true> = { method: tr
 /**
  * `GenerateOptions.speculative` checked against `target` (the model that verifies), as a factory
  * for the generation's drafter; null without it. `reach` is the most positions a row of the
- * generation can hold: a draft model must have the context for them.
+ * generation can hold (the prompt and `maxTokens`): a draft model must have the context for them.
  */
 export function speculationOf(options: SpeculativeOptions | undefined, target: ForwardModel, reach: number): Speculation | null {
   if (options === undefined) return null
@@ -45,9 +45,10 @@ export function speculationOf(options: SpeculativeOptions | undefined, target: F
     if (model.info.vocabSize !== target.info.vocabSize) {
       throw new KvEngineError('INVALID_ARGUMENT', `speculative.model has a vocabulary of ${model.info.vocabSize} tokens and this model ${target.info.vocabSize}: a draft model must share the vocabulary`)
     }
-    const positions = reach + numSpeculativeTokens
-    if (positions > model.info.contextLength) {
-      throw new KvEngineError('INVALID_ARGUMENT', `the draft model's context is ${model.info.contextLength}, but this generation's rows reach ${positions} positions with drafts; lower maxTokens or use a draft model with a longer context`)
+    // Drafts never run past the rows' own reach (BurstLedger.passesFor bounds them), so the draft
+    // cache holds no more positions than the target's.
+    if (reach > model.info.contextLength) {
+      throw new KvEngineError('INVALID_ARGUMENT', `the draft model's context is ${model.info.contextLength}, but this generation's rows reach ${reach} positions; lower maxTokens or use a draft model with a longer context`)
     }
     return {
       maxDraft: numSpeculativeTokens,
