@@ -35,9 +35,11 @@ export class DraftModel implements Drafter {
     const feeds = rows.map((s, r) => (s.completed ? [] : this.#catchUp(r, prompts[Math.floor(r / numSamples)], s.tokens)))
     const { rows: fedRows, candidates } = await this.#model.forward(this.#cache, feeds, { candidates: 1, logits: false, candidatesInto: this.#picks, greedySteps: passes })
     const { ids } = candidates as Candidates
+    const order = new Int32Array(rows.length).fill(-1)
+    fedRows.forEach((row, i) => (order[row] = i))
     // Pass p's top token for the i-th fed row is ids[p × fed + i].
     return rows.map((_, r) => {
-      const i = fedRows.indexOf(r)
+      const i = order[r]
       if (i < 0) return []
       const draft = Array.from({ length: passes }, (_, p) => ids[p * fedRows.length + i])
       // The passes fed every drafted token but the last.
