@@ -62,6 +62,18 @@ test.serial('generate with --speculative ngram or --model-draft prints what plai
   t.regex(served.stderr, /serve does not decode speculatively yet; leave out --speculative/)
 })
 
+test.serial('--device: the model says where it runs; cuda on a build without CUDA and an unknown device are clear errors', async (t) => {
+  const cpu = await run(['generate', '-m', modelPath('Q8_0'), '--device', 'cpu', '-p', 'Hi', '--max-tokens', '1'])
+  t.is(cpu.code, 0, cpu.stderr)
+  t.regex(cpu.stderr, /loaded .* on cpu\)/)
+  const cuda = await run(['generate', '-m', modelPath('Q8_0'), '--device', 'cuda', '-p', 'Hi', '--max-tokens', '1'])
+  t.is(cuda.code, 1)
+  t.regex(cuda.stderr, /\[UNSUPPORTED\]: this build of kvengine has no CUDA support/)
+  const gpu = await run(['serve', '-m', modelPath('Q8_0'), '--device', 'gpu'])
+  t.is(gpu.code, 1)
+  t.regex(gpu.stderr, /device must be 'cpu' or 'cuda', got 'gpu'/)
+})
+
 test.serial('--chat-template-file renders chats with that template in place of the model\'s; a missing file is a clear error', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'kvengine-template-'))
   t.teardown(() => rmSync(dir, { recursive: true }))

@@ -30,6 +30,8 @@ sampling options: --max-tokens N --temperature T --top-k K --top-p P --min-p P -
 --activations q8|f32: what Q8_0/Q4_0 weights multiply: 8-bit activations, as llama.cpp does
   (the default on x86 CPUs without AMX, where results stay independent of batching), or f32.
 --quantize q8_0|q4_0: quantize full-precision weights (safetensors, nanochat, F32/F16 GGUF) once at load.
+--device cpu|cuda [--dtype bf16|f16|f32]: where the model runs (cuda needs the CUDA build of the addon and
+  an NVIDIA GPU) and what a CUDA model computes in.
 --chat-template-file FILE: a Jinja chat template to use in place of the model's own (as llama-server's).
 --speculative ngram | --model-draft FILE [--draft-max N]: speculative decoding for generate and chat, by
   prompt lookup or with a smaller draft model of the same vocabulary; the output is unchanged.
@@ -63,6 +65,8 @@ const options = {
   activations: { type: 'string' },
   'chat-template-file': { type: 'string' },
   quantize: { type: 'string' },
+  device: { type: 'string' },
+  dtype: { type: 'string' },
   speculative: { type: 'string' },
   'model-draft': { type: 'string' },
   'draft-max': { type: 'string' },
@@ -113,12 +117,14 @@ async function load(args: Args): Promise<Model> {
     chatTemplate,
     activations: args.activations as 'f32' | 'q8' | undefined,
     quantize: args.quantize as 'q8_0' | 'q4_0' | undefined,
+    device: args.device as 'cpu' | 'cuda' | undefined,
+    dtype: args.dtype as 'f32' | 'f16' | 'bf16' | undefined,
     onProgress: (f) => {
       const pct = Math.round(f * 100)
       if (process.stderr.isTTY && pct !== shown) process.stderr.write(`\rloading ${path} ${(shown = pct)}%`)
     },
   })
-  process.stderr.write(`${process.stderr.isTTY ? '\r' : ''}loaded ${path} (${model.info.architecture}, ${model.info.format})\n`)
+  process.stderr.write(`${process.stderr.isTTY ? '\r' : ''}loaded ${path} (${model.info.architecture}, ${model.info.format}, on ${model.info.device})\n`)
   return model
 }
 
