@@ -29,13 +29,10 @@ import collections
 import json
 import os
 import struct
-import sys
 
-NANOCHAT = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else sys.exit(__doc__)
-OUT = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "../../crate/tests/fixtures/nanochat"))
-os.environ["NANOCHAT_BASE_DIR"] = OUT
-os.environ["NANOCHAT_DTYPE"] = "float32"
-sys.path.insert(0, NANOCHAT)
+from upstream import setup
+
+OUT = setup(__doc__)
 
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
