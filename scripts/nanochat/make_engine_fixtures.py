@@ -19,7 +19,7 @@ the training only makes the calculator fire, it does not decide the golden colum
 import json
 import os
 
-from upstream import setup
+from upstream import fresh_model, setup
 
 OUT = setup(__doc__)
 
@@ -27,7 +27,7 @@ import torch  # noqa: E402
 
 from nanochat.checkpoint_manager import load_model, save_checkpoint  # noqa: E402
 from nanochat.engine import Engine, use_calculator  # noqa: E402
-from nanochat.gpt import GPT, GPTConfig  # noqa: E402
+from nanochat.gpt import GPTConfig  # noqa: E402
 from nanochat.tokenizer import RustBPETokenizer  # noqa: E402
 
 STEP = 300
@@ -89,10 +89,7 @@ def prompt_of(tok, name):
 def train(tok):
     """nanochat's SFT objective (loss on mask-1 tokens) on the scripted replies, AdamW, full batch."""
     cfg = GPTConfig(sequence_len=256, vocab_size=tok.get_vocab_size(), n_layer=4, n_head=4, n_kv_head=2, n_embd=64, window_pattern="SSSL")
-    with torch.device("meta"):
-        model = GPT(cfg)
-    model.to_empty(device="cpu")
-    model.init_weights()
+    model = fresh_model(cfg)
     rows = [rendered(tok, name) for name in CONVERSATIONS]
     width = max(len(ids) for ids, _ in rows)
     idx = torch.zeros(len(rows), width - 1, dtype=torch.long)

@@ -30,7 +30,7 @@ import json
 import os
 import struct
 
-from upstream import setup
+from upstream import fresh_model, setup
 
 OUT = setup(__doc__)
 
@@ -97,10 +97,7 @@ def randomize(model, cfg):
 
 def write_checkpoint(tokenizer):
     cfg = GPTConfig(sequence_len=256, vocab_size=tokenizer.get_vocab_size(), n_layer=4, n_head=4, n_kv_head=2, n_embd=32, window_pattern="SSSL")
-    with torch.device("meta"):
-        model = GPT(cfg)
-    model.to_empty(device="cpu")
-    model.init_weights()
+    model = fresh_model(cfg)
     randomize(model, cfg)
     # As a CUDA run saves it: an OrderedDict, embeddings in bf16, keys prefixed by torch.compile.
     state = collections.OrderedDict()

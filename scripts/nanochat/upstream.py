@@ -16,3 +16,16 @@ def setup(usage):
     os.environ["NANOCHAT_DTYPE"] = "float32"
     sys.path.insert(0, os.path.abspath(sys.argv[1]))
     return out
+
+
+def fresh_model(cfg):
+    """Upstream's GPT for `cfg` with upstream's own initialisation, built as upstream builds it
+    (on the meta device, then materialised on the CPU). Call after `setup`."""
+    import torch
+    from nanochat.gpt import GPT
+
+    with torch.device("meta"):
+        model = GPT(cfg)
+    model.to_empty(device="cpu")
+    model.init_weights()
+    return model
