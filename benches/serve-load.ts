@@ -5,6 +5,9 @@
 // request failed, or RSS grew by more than 32 MiB from the first round to the second.
 //
 //   npm run bench:serve [-- model.gguf]
+//   node --import=tsx benches/serve-load.ts --url=http://127.0.0.1:8081/ [label]
+//     drives another OpenAI-compatible server already running there (llama-server, say) with
+//     the same load; its RSS is not read.
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { once } from 'node:events'
@@ -14,7 +17,9 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
 const root = join(fileURLToPath(import.meta.url), '..', '..')
-const MODEL = process.argv[2] ?? join(root, 'models', 'SmolLM2-135M-Instruct.Q8_0.gguf')
+const external = process.argv.find((a) => a.startsWith('--url='))?.slice('--url='.length)
+const positional = process.argv.slice(2).filter((a) => !a.startsWith('--url='))
+const MODEL = positional[0] ?? join(root, 'models', 'SmolLM2-135M-Instruct.Q8_0.gguf')
 const CLIENTS = 16
 const ROUND_REQUESTS = 48
 const SINGLE_REQUESTS = 6
@@ -87,6 +92,7 @@ function rssMiB(pid: number): number {
 }
 
 async function main(): Promise<void> {
+  if (external) return measure(external.endsWith('/') ? external : `${external}/`, positional[0] ?? external, null)
   const server = spawn(process.execPath, ['--import=tsx', join(root, 'src', 'cli.ts'), 'serve', '-m', MODEL, '--port', '0', '--max-rows', String(CLIENTS)], {
     stdio: ['ignore', 'pipe', 'ignore'],
   })
@@ -94,32 +100,37 @@ async function main(): Promise<void> {
     const [line] = (await once(createInterface({ input: server.stdout }), 'line')) as [string]
     const url = /at (http:\S+)/.exec(line)?.[1]
     if (!url) throw new Error(`the server did not print its URL: ${line}`)
-    await load(url, 2, 4, 1000) // warm-up
-    const single = await load(url, 1, SINGLE_REQUESTS, 2000)
-    const singleRate = single.results.reduce((s, r) => s + r.tokens, 0) / single.seconds
-    console.log(`model ${MODEL}, ${MAX_TOKENS} max tokens per request, ${cpus().length} CPUs, load average ${loadavg()[0].toFixed(1)} at start`)
-    console.log(`1 client: ${SINGLE_REQUESTS} requests, ${singleRate.toFixed(1)} tokens/s, TTFT p50 ${percentile(single.results.map((r) => r.ttft), 50).toFixed(0)} ms`)
-    const rss = [rssMiB(server.pid as number)]
-    const all: Result[] = []
-    let tokens = 0
-    let seconds = 0
-    for (let round = 0; round < 2; round++) {
-      const r = await load(url, CLIENTS, ROUND_REQUESTS, 3000 + round * ROUND_REQUESTS)
-      all.push(...r.results)
-      tokens += r.results.reduce((s, x) => s + x.tokens, 0)
-      seconds += r.seconds
-      rss.push(rssMiB(server.pid as number))
-    }
-    const failed = all.filter((r) => !r.ok).length
-    const rate = tokens / seconds
-    const ttfts = all.filter((r) => r.ok).map((r) => r.ttft)
-    console.log(`${CLIENTS} clients: ${all.length} requests, ${failed} failed, ${rate.toFixed(1)} tokens/s aggregate (${(rate / singleRate).toFixed(2)}× one client)`)
-    console.log(`TTFT p50 ${percentile(ttfts, 50).toFixed(0)} ms, p99 ${percentile(ttfts, 99).toFixed(0)} ms`)
-    console.log(`server RSS: ${rss.map((m) => m.toFixed(1)).join(' → ')} MiB (before load, after round 1, after round 2)`)
-    if (failed > 0 || rate < 3 * singleRate || rss[2] - rss[1] > 32) process.exitCode = 1
+    await measure(url, MODEL, server.pid as number)
   } finally {
     server.kill('SIGTERM')
   }
+}
+
+/** The single-client and 16-client rounds against the server at `url`; `pid` is read for RSS when known. */
+async function measure(url: string, label: string, pid: number | null): Promise<void> {
+  await load(url, 2, 4, 1000) // warm-up
+  const single = await load(url, 1, SINGLE_REQUESTS, 2000)
+  const singleRate = single.results.reduce((s, r) => s + r.tokens, 0) / single.seconds
+  console.log(`${label}, ${MAX_TOKENS} max tokens per request, ${cpus().length} CPUs, load average ${loadavg()[0].toFixed(1)} at start`)
+  console.log(`1 client: ${SINGLE_REQUESTS} requests, ${singleRate.toFixed(1)} tokens/s, TTFT p50 ${percentile(single.results.map((r) => r.ttft), 50).toFixed(0)} ms`)
+  const rss = pid === null ? [] : [rssMiB(pid)]
+  const all: Result[] = []
+  let tokens = 0
+  let seconds = 0
+  for (let round = 0; round < 2; round++) {
+    const r = await load(url, CLIENTS, ROUND_REQUESTS, 3000 + round * ROUND_REQUESTS)
+    all.push(...r.results)
+    tokens += r.results.reduce((s, x) => s + x.tokens, 0)
+    seconds += r.seconds
+    if (pid !== null) rss.push(rssMiB(pid))
+  }
+  const failed = all.filter((r) => !r.ok).length
+  const rate = tokens / seconds
+  const ttfts = all.filter((r) => r.ok).map((r) => r.ttft)
+  console.log(`${CLIENTS} clients: ${all.length} requests, ${failed} failed, ${rate.toFixed(1)} tokens/s aggregate (${(rate / singleRate).toFixed(2)}× one client)`)
+  console.log(`TTFT p50 ${percentile(ttfts, 50).toFixed(0)} ms, p99 ${percentile(ttfts, 99).toFixed(0)} ms`)
+  if (pid !== null) console.log(`server RSS: ${rss.map((m) => m.toFixed(1)).join(' → ')} MiB (before load, after round 1, after round 2)`)
+  if (failed > 0 || rate < 3 * singleRate || (pid !== null && rss[2] - rss[1] > 32)) process.exitCode = 1
 }
 
 await main()
