@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { rawLlamaCpp } from '../scripts/rawLlamaCpp.js'
+import { bestAggregate, bestDecode, bestPrefill } from './lib/best.js'
 import { runEngine, tokenizePrompt } from './lib/child.js'
 import { machineInfo } from './lib/machine.js'
 import { selectModels } from './lib/models.js'
@@ -77,12 +78,11 @@ function rawFigures(bin: string, model: string): Figures {
 }
 
 async function kvengineFigures(model: string, prompt: number[], tag: string): Promise<Figures> {
-  const r = await runEngine('kvengine', `raw-${tag}`, { model, threads: THREADS, plan: PLAN, prompt })
-  const best = <T>(xs: T[], key: (x: T) => number, pick: (a: number, b: number) => boolean) => xs.reduce((a, b) => (pick(key(b), key(a)) ? b : a))
+  const runs = [await runEngine('kvengine', `raw-${tag}`, { model, threads: THREADS, plan: PLAN, prompt })]
   return {
-    prefillTokPerS: best(r.prefill, (f) => f.tokPerSec, (a, b) => a > b).tokPerSec,
-    decodeTokPerS: best(r.decode, (f) => f.tokPerSec, (a, b) => a > b).tokPerSec,
-    samplesWallS: best(r.aggregate, (f) => f.wallMs, (a, b) => a < b).wallMs / 1000,
+    prefillTokPerS: bestPrefill(runs, PROMPT)?.figure.tokPerSec ?? Number.NaN,
+    decodeTokPerS: bestDecode(runs, PROMPT)?.figure.tokPerSec ?? Number.NaN,
+    samplesWallS: (bestAggregate(runs, SAMPLES)?.figure.wallMs ?? Number.NaN) / 1000,
   }
 }
 

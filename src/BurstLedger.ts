@@ -12,8 +12,9 @@ function countTokens(step: GenerateStep, counts: Int32Array): void {
  * (a burst), each feeding every live row the model's own top token, or feed each row drafted
  * tokens after its last (speculative decoding: a pass per token); the rows then take their
  * tokens one pass at a time, and a row that takes another one (a forced token, a stop string, a
- * finish, a sample other than its draft) was fed passes past it. The invariant, restored by every rewind: a row's cache holds
- * its prompt and every counted token but the last, which the next call feeds, and no more.
+ * finish, a sample other than its draft) was fed passes past it. The invariant, restored by
+ * every rewind: a row's cache holds its prompt and every counted token but the last, which the
+ * next call feeds, and no more.
  *
  * Row lengths are tracked here, not read from the cache, which a call in flight is writing.
  */

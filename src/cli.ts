@@ -107,8 +107,9 @@ function sampling(args: Args, model: Model) {
   }
 }
 
-async function load(args: Args): Promise<Model> {
-  const path = await modelPath(args.model)
+/** The model `source` names (`-m` by default), loaded with the flags' options, showing progress. */
+async function load(args: Args, source = args.model): Promise<Model> {
+  const path = await modelPath(source)
   let shown = -1
   const templateFile = args['chat-template-file']
   const chatTemplate = templateFile === undefined ? undefined : readTemplate(templateFile)
@@ -140,9 +141,7 @@ async function speculation(args: Args): Promise<GenerateOptions['speculative']> 
   if (method !== 'draft_model' || args['model-draft'] === undefined) {
     throw new KvEngineError('INVALID_ARGUMENT', `--speculative takes ngram (or give --model-draft FILE alone for a draft model), got '${args.speculative}'${args['model-draft'] === undefined ? '' : ' with --model-draft'}`)
   }
-  const draft = await Model.load(await modelPath(args['model-draft']), { threads: num(args.threads), activations: args.activations as 'f32' | 'q8' | undefined })
-  process.stderr.write(`draft model ${draft.path} (${draft.info.architecture}, ${draft.info.format})\n`)
-  return { method, model: draft, numSpeculativeTokens }
+  return { method, model: await load(args, args['model-draft']), numSpeculativeTokens }
 }
 
 /** Frees the draft model `speculation` loaded, if any. */
