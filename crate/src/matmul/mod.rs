@@ -12,11 +12,15 @@ mod activations;
 mod amx;
 mod dense;
 mod formats;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod kquants;
 mod out_columns;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_avx512;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod x86_kquant_panels;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_q8_panels;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -45,35 +49,92 @@ pub struct MatmulOptions {
 /// A weight matrix `(n, k)` in a block format our kernels read.
 pub struct QuantMatrix {
     stored: Stored,
-    format: WeightFormat,
+    format: Format,
     n: usize,
     k: usize,
     activations: Activations,
 }
 
+/// The file's format of a matrix: blocks of 32 that the tiles read in place, or K-quant
+/// super-blocks, which only run repacked into panels (`x86_kquant_panels.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Blocks(WeightFormat),
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    K(kquants::KQuant),
+}
+
+impl Format {
+    fn of(dtype: candle_core::quantized::GgmlDType) -> Option<Self> {
+        #[allow(unused_mut)]
+        let mut format = WeightFormat::of(dtype).map(Self::Blocks);
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        {
+            format = format.or(kquants::KQuant::of(dtype).map(Self::K));
+        }
+        format
+    }
+
+    fn dtype(self) -> candle_core::quantized::GgmlDType {
+        match self {
+            Self::Blocks(format) => format.dtype(),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::K(kind) => kind.dtype(),
+        }
+    }
+
+    fn row_bytes(self, k: usize) -> usize {
+        match self {
+            Self::Blocks(format) => format.row_bytes(k),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::K(kind) => kind.row_bytes(k),
+        }
+    }
+
+    /// Values per block: rows are whole blocks.
+    fn block_values(self) -> usize {
+        match self {
+            Self::Blocks(_) => BLOCK,
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::K(_) => kquants::SUPER,
+        }
+    }
+}
+
 /// Where a matrix's weights live: in the file's blocks, or, on CPUs whose both roads multiply
-/// 8-bit activations in panels (`x86_q8_panels.rs`), only in the panels repacked from
-/// them at load, so that 8-bit activations cost no second copy of the model.
+/// 8-bit activations in panels (`x86_q8_panels.rs`, `x86_kquant_panels.rs`), only in the panels
+/// repacked from them at load, so that 8-bit activations cost no second copy of the model.
 enum Stored {
     File(Arc<QTensor>),
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     Panels(x86_q8_panels::Q8Panels),
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    KPanels(x86_kquant_panels::KPanels),
 }
 
 impl QuantMatrix {
-    /// `None` when the tensor's format has no kernel here (the caller keeps candle's).
+    /// `None` when the tensor's format has no kernel here (the caller keeps candle's): K-quants
+    /// run only as 8-bit panels on AVX-512 VNNI.
     pub fn new(tensor: Arc<QTensor>, activations: Activations) -> Option<Self> {
-        let format = WeightFormat::of(tensor.dtype())?;
+        let format = Format::of(tensor.dtype())?;
         let (n, k) = tensor.shape().dims2().ok()?;
-        if k == 0 || k % BLOCK != 0 {
+        if k == 0 || k % format.block_values() != 0 {
             return None;
         }
         // llama.cpp multiplies f32 weights by f32 activations too: rounding the activations
         // would throw away the precision that is the point of an unquantized model.
-        let activations = if format == WeightFormat::F32 { Activations::F32 } else { activations };
-        let stored = match activations {
+        let activations = if format == Format::Blocks(WeightFormat::F32) { Activations::F32 } else { activations };
+        let stored = match (activations, format) {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Activations::Q8 if q8_panels() => Stored::Panels(x86_q8_panels::Q8Panels::pack(format, &tensor.data().ok()?, n, k)),
+            (Activations::Q8, Format::K(kind)) if q8_panels() && vnni() => {
+                Stored::KPanels(x86_kquant_panels::KPanels::pack(kind, &tensor.data().ok()?, n, k))
+            }
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            (_, Format::K(_)) => return None,
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            (Activations::Q8, Format::Blocks(format)) if q8_panels() => {
+                Stored::Panels(x86_q8_panels::Q8Panels::pack(format, &tensor.data().ok()?, n, k))
+            }
             _ => Stored::File(tensor),
         };
         Some(Self { stored, format, n, k, activations })
@@ -91,6 +152,8 @@ impl QuantMatrix {
             Stored::File(tensor) => tensor.data()?,
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             Stored::Panels(panels) => panels.unpack().into(),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Stored::KPanels(panels) => panels.unpack().into(),
         })
     }
 
@@ -99,14 +162,10 @@ impl QuantMatrix {
     pub fn file_tensor(&self) -> Result<Arc<QTensor>> {
         match &self.stored {
             Stored::File(tensor) => Ok(tensor.clone()),
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Stored::Panels(panels) => {
-                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(
-                    self.format.dtype(),
-                    &panels.unpack(),
-                    vec![self.n, self.k],
-                    &candle_core::Device::Cpu,
-                )?;
+            #[allow(unreachable_patterns)]
+            _ => {
+                let dims = vec![self.n, self.k];
+                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(self.format.dtype(), &self.file_bytes()?, dims, &candle_core::Device::Cpu)?;
                 Ok(Arc::new(tensor))
             }
         }
@@ -154,9 +213,13 @@ impl QuantMatrix {
         let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k, if tiles { AMX_ROW_GROUP } else { 1 }));
         let widened = if wide && !tiles && !panels { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        let offsets = match &rounded {
-            Some(rounded) if panels => x86_q8_panels::offsets(rounded, matrices.iter().any(|w| w.format == WeightFormat::Q4_0)),
-            _ => Vec::new(),
+        let (offsets, halves) = match &rounded {
+            Some(rounded) if panels => {
+                let q4 = matrices.iter().any(|w| w.format == Format::Blocks(WeightFormat::Q4_0));
+                let q6k = matrices.iter().any(|w| w.format == Format::K(kquants::KQuant::Q6K));
+                (x86_q8_panels::offsets(rounded, q4), if q6k { x86_kquant_panels::half_sums(rounded) } else { Vec::new() })
+            }
+            _ => (Vec::new(), Vec::new()),
         };
         let (rounded, vnni_rows) = if wide || panels || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
         let (x, input) = match (&widened, &vnni_rows, &rounded) {
@@ -165,7 +228,7 @@ impl QuantMatrix {
             (None, None, Some(rounded)) => (x, Input::Q8(rounded)),
             (None, None, None) => (x, Input::F32(x)),
         };
-        // The panels' kernel reads no file blocks (and they are not kept).
+        // The panels' kernels read no file blocks (and they are not kept).
         let data = matrices.iter().map(|w| if panels { Ok(Default::default()) } else { w.file_bytes() }).collect::<Result<Vec<_>>>()?;
         let total: usize = matrices.iter().map(|w| w.n).sum();
         let row_bytes = matrices.iter().map(|w| w.format.row_bytes(w.k)).max().unwrap_or(1);
@@ -178,22 +241,26 @@ impl QuantMatrix {
             outs.iter_mut().zip(matrices).map(|(out, w)| OutColumns::spare(out.spare_capacity_mut(), m, w.n)).collect();
         tasks.par_iter().for_each(|&(i, first, last)| {
             let w = matrices[i];
-            let row_bytes = w.format.row_bytes(w.k);
-            let weights: &[u8] = if panels { &[] } else { &data[i][first * row_bytes..last * row_bytes] };
             let out = windows[i].columns(first, last);
             // SAFETY: every task got its own column range of its matrix's window.
             unsafe {
-                match (wide, &rounded) {
+                match (&w.stored, &rounded, w.format) {
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    (_, Some(rounded)) if panels => {
-                        if let Stored::Panels(p) = &w.stored {
-                            p.run(first, last, rounded, &offsets, m, out)
+                    (Stored::Panels(p), Some(rounded), _) => p.run(first, last, rounded, &offsets, m, out),
+                    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+                    (Stored::KPanels(p), Some(rounded), _) => p.run(first, last, rounded, &offsets, &halves, m, out),
+                    (_, _, Format::Blocks(format)) => {
+                        let row_bytes = format.row_bytes(w.k);
+                        let weights: &[u8] = &data[i][first * row_bytes..last * row_bytes];
+                        match (wide, &rounded) {
+                            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+                            (true, Some(rounded)) if tiles => amx::run(format, weights, row_bytes, rounded, m, out),
+                            (true, _) => dense::run(format, weights, row_bytes, x, m, out),
+                            (false, _) => kernel().run_into(format, weights, row_bytes, input, m, out),
                         }
                     }
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    (true, Some(rounded)) if tiles => amx::run(w.format, weights, row_bytes, rounded, m, out),
-                    (true, _) => dense::run(w.format, weights, row_bytes, x, m, out),
-                    (false, _) => kernel().run_into(w.format, weights, row_bytes, input, m, out),
+                    (_, _, Format::K(_)) => unreachable!("K-quant matrices are panels with 8-bit activations (QuantMatrix::new)"),
                 }
             }
         });
@@ -411,3 +478,6 @@ mod tiled;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(all(test, target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod kquant_tests;

@@ -3,7 +3,7 @@ use candle_core::{Device, Module, Tensor};
 
 use super::*;
 
-fn noise(seed: u64, n: usize) -> Vec<f32> {
+pub(super) fn noise(seed: u64, n: usize) -> Vec<f32> {
     let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
@@ -13,13 +13,13 @@ fn noise(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-fn quantized(dtype: GgmlDType, n: usize, k: usize) -> Arc<QTensor> {
+pub(super) fn quantized(dtype: GgmlDType, n: usize, k: usize) -> Arc<QTensor> {
     let w = Tensor::from_vec(noise(n as u64 * 31 + k as u64, n * k), (n, k), &Device::Cpu).expect("tensor");
     Arc::new(QTensor::quantize(&w, dtype).expect("quantize"))
 }
 
 /// candle's f32 matmul over the same blocks widened by candle's own dequantizer.
-fn reference(tensor: &QTensor, x: &[f32], m: usize, k: usize) -> Vec<f32> {
+pub(super) fn reference(tensor: &QTensor, x: &[f32], m: usize, k: usize) -> Vec<f32> {
     let x = Tensor::from_vec(x.to_vec(), (m, k), &Device::Cpu).expect("x");
     let widened = tensor.dequantize(&Device::Cpu).expect("dequantize");
     x.matmul(&widened.t().expect("t")).expect("matmul").flatten_all().expect("flat").to_vec1::<f32>().expect("vec")
@@ -33,7 +33,7 @@ fn reference_q8(tensor: Arc<QTensor>, x: &[f32], m: usize, k: usize) -> Vec<f32>
     matmul.forward(&x).expect("matmul").flatten_all().expect("flat").to_vec1::<f32>().expect("vec")
 }
 
-fn worst_relative(got: &[f32], want: &[f32]) -> f32 {
+pub(super) fn worst_relative(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len());
     got.iter().zip(want).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max)
 }
@@ -101,11 +101,12 @@ fn kernels_for(matrix: &QuantMatrix) -> Vec<Kernel> {
 /// `x` through one kernel, as f32 or rounded to 8 bits as `matrix` asks.
 fn run_kernel(kernel: Kernel, matrix: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
     let data = matrix.file_bytes().expect("data");
-    let row_bytes = matrix.format.row_bytes(matrix.k);
+    let Format::Blocks(format) = matrix.format else { panic!("the tiles read blocks of 32, not {:?}", matrix.format) };
+    let row_bytes = format.row_bytes(matrix.k);
     let mut out = vec![0.0; m * matrix.n];
     let rounded = VnniRows::new(QuantizedRows::quantize(x, matrix.k, 1));
     let input = if matrix.activations == Activations::Q8 { Input::Vnni(&rounded) } else { Input::F32(x) };
-    kernel.run(matrix.format, &data, row_bytes, input, m, &mut out);
+    kernel.run(format, &data, row_bytes, input, m, &mut out);
     out
 }
 

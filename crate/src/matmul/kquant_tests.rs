@@ -1,0 +1,144 @@
+//! K-quant super-blocks and their panels: against candle's own decoding of the file's bytes,
+//! against the definition of what the tiles compute, and back to the file's bytes.
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::Device;
+use half::f16;
+
+use super::kquants::{KQuant, SUBS, SUPER};
+use super::tests::{noise, quantized, reference, worst_relative};
+use super::*;
+
+const KINDS: [KQuant; 3] = [KQuant::Q4K, KQuant::Q5K, KQuant::Q6K];
+
+/// Taking a super-block apart and putting it back gives the file's bytes, and its values are
+/// the ones candle's dequantizer reads from them.
+#[test]
+fn super_blocks_decode_as_candle_does_and_encode_back() {
+    for kind in KINDS {
+        let tensor = quantized(kind.dtype(), 3, 4 * SUPER);
+        let bytes = tensor.data().expect("data");
+        let widened = tensor.dequantize(&Device::Cpu).expect("dequantize").flatten_all().expect("flat").to_vec1::<f32>().expect("vec");
+        for (block, want) in bytes.chunks_exact(kind.block_bytes()).zip(widened.chunks_exact(SUPER)) {
+            let decoded = kind.decode(block);
+            assert_eq!(kind.values(&decoded).as_slice(), want, "{kind:?}: values differ from candle's");
+            let mut again = vec![0u8; kind.block_bytes()];
+            kind.encode(&decoded, &mut again);
+            assert_eq!(again, block, "{kind:?}: the re-encoded super-block differs");
+        }
+    }
+}
+
+/// What the tiles compute, in plain Rust and the same float operations: per sub-block of 32,
+/// Q4_K/Q5_K add `dot · (d·scale·dx)` and take `(dmin·min) · (dx·Σa)` off, each fused; Q6_K adds
+/// `(scale₀·dot₀ + scale₁·dot₁) · (d·dx)`, its halves' dots taken from integers biased by 32.
+fn definition(kind: KQuant, file: &[u8], n: usize, acts: &QuantizedRows, m: usize) -> Vec<f32> {
+    let (k, row_bytes) = (acts.k, kind.row_bytes(acts.k));
+    let blocks = k / BLOCK;
+    let mut out = vec![0.0f32; m * n];
+    for r in 0..m {
+        for col in 0..n {
+            let mut acc = 0.0f32;
+            for (sb, block) in file[col * row_bytes..(col + 1) * row_bytes].chunks_exact(kind.block_bytes()).enumerate() {
+                let block = kind.decode(block);
+                let (d, dmin) = (f16::from_bits(block.d).to_f32(), f16::from_bits(block.dmin).to_f32());
+                for s in 0..SUBS {
+                    let b = sb * SUBS + s;
+                    let a = &acts.values[r * k + b * BLOCK..][..BLOCK];
+                    let q = &block.q[s * BLOCK..][..BLOCK];
+                    let dx = acts.scales[r * blocks + b];
+                    let dot = |range: std::ops::Range<usize>| -> i32 { range.map(|i| q[i] as i32 * a[i] as i32).sum() };
+                    let sum = |range: std::ops::Range<usize>| -> i32 { range.map(|i| a[i] as i32).sum() };
+                    let [first, second] = block.sub[s];
+                    if kind == KQuant::Q6K {
+                        let low = dot(0..16) - 32 * sum(0..16);
+                        let high = dot(16..32) - 32 * sum(16..32);
+                        let int = low * first as i8 as i32 + high * second as i8 as i32;
+                        acc = (int as f32).mul_add(d * dx, acc);
+                    } else {
+                        let (scale, min) = (d * first as f32, dmin * second as f32);
+                        acc = (dot(0..32) as f32).mul_add(scale * dx, acc);
+                        acc = (-min).mul_add(dx * sum(0..32) as f32, acc);
+                    }
+                }
+            }
+            out[r * n + col] = acc;
+        }
+    }
+    out
+}
+
+/// Every tile height, a last pair half empty, one and several super-blocks: the panels give the
+/// definition's bits, and candle's dequantized weights times the same rounded activations up to
+/// the order of float sums, which a misplaced value or scale would be far outside.
+#[test]
+fn kquant_panels_match_the_definition_bit_for_bit() {
+    if !(q8_panels() && vnni()) {
+        eprintln!("skipped: K-quant panels need AVX-512 VNNI");
+        return;
+    }
+    for kind in KINDS {
+        for (n, k) in [(37, 2048), (16, 256), (5, 512)] {
+            for m in [1, 2, 3, 5, 8, 13, dense::DENSE_MIN_ROWS + 5] {
+                let tensor = quantized(kind.dtype(), n, k);
+                let x = noise(n as u64 * 7 + m as u64, m * k);
+                let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("K-quant panels");
+                let ours = matrix.forward(&x, m).expect("forward");
+                let acts = QuantizedRows::quantize(&x, k, 1);
+                let want = definition(kind, &tensor.data().expect("data"), n, &acts, m);
+                assert!(ours == want, "{kind:?} {m}x{n}x{k}: the panels left the definition");
+                let worst = worst_relative(&ours, &reference(&tensor, &acts.dequantize(), m, k));
+                assert!(worst < 1e-4, "{kind:?} {m}x{n}x{k}: {worst} from the dequantized product");
+            }
+        }
+    }
+}
+
+/// Q6_K's integer lanes at their largest: every integer 63 (or 0) under scales of −128, against
+/// activations of ±127, a block's sum −16 × 31 × 127 × 128 × 2, just inside 2²⁴: stays exact.
+#[test]
+fn q6k_extremes_stay_exact() {
+    if !(q8_panels() && vnni()) {
+        return;
+    }
+    let kind = KQuant::Q6K;
+    let (n, k, m) = (16, SUPER, 2);
+    let mut file = vec![0u8; n * kind.block_bytes()];
+    for (col, out) in file.chunks_exact_mut(kind.block_bytes()).enumerate() {
+        let block = kquants::SuperBlock {
+            d: f16::from_f32(0.5).to_bits(),
+            dmin: 0,
+            q: [if col % 2 == 0 { 63 } else { 0 }; SUPER],
+            sub: [[(-128i8) as u8; 2]; SUBS],
+        };
+        kind.encode(&block, out);
+    }
+    let tensor = Arc::new(candle_core::quantized::ggml_file::qtensor_from_ggml(GgmlDType::Q6K, &file, vec![n, k], &Device::Cpu).expect("tensor"));
+    let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
+    let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("panels");
+    let ours = matrix.forward(&x, m).expect("forward");
+    assert!(ours == definition(kind, &file, n, &QuantizedRows::quantize(&x, k, 1), m));
+    assert!(ours.iter().any(|&v| v.abs() > 5e5), "the extremes did not reach large sums");
+    let acts = QuantizedRows::quantize(&x, k, 1);
+    assert!(worst_relative(&ours, &reference(&tensor, &acts.dequantize(), m, k)) < 1e-5);
+}
+
+/// Q8_0, Q4_K and Q6_K projections of one input in one call (a Q4_K_M file's q/k/v): each as
+/// alone; and the panels give back the file's bytes, for the reference path.
+#[test]
+fn kquant_panels_share_a_call_and_give_back_the_files_bytes() {
+    if !(q8_panels() && vnni()) {
+        return;
+    }
+    let (m, k) = (3, 512);
+    let tensors: Vec<Arc<QTensor>> = [GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q5K].iter().map(|&d| quantized(d, 40, k)).collect();
+    let matrices: Vec<QuantMatrix> = tensors.iter().map(|t| QuantMatrix::new(t.clone(), Activations::Q8).expect("panels")).collect();
+    let x = noise(5, m * k);
+    let together = QuantMatrix::forward_many(&matrices.iter().collect::<Vec<_>>(), &x, &RowRuns::uniform(m)).expect("forward");
+    for ((matrix, tensor), together) in matrices.iter().zip(&tensors).zip(together) {
+        assert!(matrix.forward(&x, m).expect("alone") == together, "{:?}: differs in company", matrix.format);
+        let file = tensor.data().expect("data");
+        assert!(matrix.file_bytes().expect("unpacked") == file, "{:?}: unpacked bytes differ", matrix.format);
+        assert!(matrix.file_tensor().expect("rebuilt").data().expect("data") == file);
+    }
+}

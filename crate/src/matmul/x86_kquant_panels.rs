@@ -1,0 +1,310 @@
+//! K-quant matrices (Q4_K, Q5_K, Q6_K) on the 8-bit road of AVX-512 VNNI CPUs, on both roads,
+//! repacked once at load. The shape is the Q8_0/Q4_0 pair tile's (`x86_q8_panels.rs`): sixteen
+//! columns side by side, four consecutive values of each column per 32-bit lane, so one
+//! `vpdpbusd` multiplies four activation bytes, broadcast, into all sixteen columns' sums. What
+//! differs is how a sub-block of 32 values is scaled, which is what keeps every weight the
+//! file's: the sub-block's integer scale (and min) multiply its exact integer dot inside the
+//! tile, and only then the super-block's f16 `d` (and `dmin`) and the activations' scale.
+//!
+//! - Q4_K keeps its nibbles (two values a byte, as Q4_0's panels do), Q5_K and Q6_K one value a
+//!   byte, unsigned: the `vpdpbusd` side that must be.
+//! - Q4_K, Q5_K: a sub-block adds `d·scale·dx · Σ q·a − dmin·min·dx · Σ a`, where `Σ a` is the
+//!   activation block's sum, which the panels already compute for Q8_0's bias.
+//! - Q6_K scales halves of 16: each half's sum starts at −32 × its activations' sum (the
+//!   integers are stored biased by 32), the two are multiplied by their signed scales in
+//!   integer lanes and added, which is exact (at most 2 × 2032 × 63 × 128 < 2²⁴, so the
+//!   conversion to f32 is exact too), and then scaled by `d·dx`.
+//!
+//! A batch-1 decode reads every byte of a matrix once per token, so the layout keeps the file's
+//! size: 4.625 bits a weight for Q4_K (its 4.5 plus one byte per sub-block where the file packs
+//! scale and min in 12 bits), but 8.56 for Q6_K against the file's 6.56, its six bits taking a
+//! byte each (as Q8_0's panels do) rather than being unpacked from two planes in the tile.
+
+use std::arch::x86_64::*;
+
+use rayon::prelude::*;
+
+use super::activations::QuantizedRows;
+use super::formats::BLOCK;
+use super::kquants::{KQuant, SuperBlock, SUBS, SUPER};
+use super::out_columns::OutColumns;
+
+/// Columns per panel pair: the i32 lanes of one 512-bit vector.
+const COLS: usize = 16;
+/// Activation rows per tile, at most: as the Q8_0 pair tile's (`x86_q8_panels::VNNI_ROWS`),
+/// with Q6_K's two sums per row still inside 32 registers.
+const ROWS: usize = 8;
+/// Bytes of activations one pass over a task's panels reads (as the Q8_0 panels').
+const ACTS_IN_L2: usize = 128 * 1024;
+
+/// A K-quant matrix `(n, k)` repacked, pair by pair of 8-column panels (16 columns, the last
+/// padded with zero columns). For each block of 32 values, a pair holds: its values, in
+/// 64-byte groups, group `i` giving column `c` four bytes at `4c` — values `4i..4i+4` (Q5_K,
+/// Q6_K: eight groups), or values `4i..4i+4` in the low nibbles and `16+4i..` in the high ones
+/// (Q4_K: four groups); 32 bytes of sub-block scales, the 16 columns' scale (Q6_K: first half's
+/// scale) then their min (Q6_K: second half's scale); and per super-block of 256, the 16
+/// columns' `d` then their `dmin`, as the file's f16 bits.
+pub struct KPanels {
+    kind: KQuant,
+    n: usize,
+    blocks: usize,
+    values: Vec<u8>,
+    subs: Vec<u8>,
+    supers: Vec<u16>,
+}
+
+impl KPanels {
+    /// `data` is the matrix's super-blocks as the file stores them, `n` rows of `k` values (`k`
+    /// a multiple of 256).
+    pub fn pack(kind: KQuant, data: &[u8], n: usize, k: usize) -> Self {
+        let (blocks, row_bytes) = (k / BLOCK, kind.row_bytes(k));
+        let pairs = n.div_ceil(COLS);
+        let (pair_values, pair_subs, pair_supers) = (blocks * value_bytes(kind), blocks * 2 * COLS, blocks / SUBS * 2 * COLS);
+        let mut values = vec![0u8; pairs * pair_values];
+        let mut subs = vec![0u8; pairs * pair_subs];
+        let mut supers = vec![0u16; pairs * pair_supers];
+        let chunks = values.par_chunks_mut(pair_values).zip(subs.par_chunks_mut(pair_subs)).zip(supers.par_chunks_mut(pair_supers));
+        chunks.enumerate().for_each(|(pair, ((values, subs), supers))| {
+            let first = pair * COLS;
+            for (c, row) in data[first * row_bytes..(first + COLS).min(n) * row_bytes].chunks_exact(row_bytes).enumerate() {
+                for (sb, block) in row.chunks_exact(kind.block_bytes()).enumerate() {
+                    let block = kind.decode(block);
+                    supers[sb * 2 * COLS + c] = block.d;
+                    supers[sb * 2 * COLS + COLS + c] = block.dmin;
+                    for s in 0..SUBS {
+                        let b = sb * SUBS + s;
+                        subs[b * 2 * COLS + c] = block.sub[s][0];
+                        subs[b * 2 * COLS + COLS + c] = block.sub[s][1];
+                        let q = &block.q[s * BLOCK..][..BLOCK];
+                        let lane = &mut values[b * value_bytes(kind)..][..value_bytes(kind)];
+                        for (i, byte) in lane_bytes(kind, c) {
+                            lane[byte] = packed_byte(kind, q, i);
+                        }
+                    }
+                }
+            }
+        });
+        Self { kind, n, blocks, values, subs, supers }
+    }
+
+    /// The matrix back in the file's super-blocks: the panels are the only copy kept.
+    pub fn unpack(&self) -> Vec<u8> {
+        let (kind, row_bytes) = (self.kind, self.kind.row_bytes(self.blocks * BLOCK));
+        let mut data = vec![0u8; self.n * row_bytes];
+        data.par_chunks_exact_mut(row_bytes).enumerate().for_each(|(col, row)| {
+            let (pair, c) = (col / COLS, col % COLS);
+            let values = &self.values[pair * self.blocks * value_bytes(kind)..];
+            let subs = &self.subs[pair * self.blocks * 2 * COLS..];
+            let supers = &self.supers[pair * self.blocks / SUBS * 2 * COLS..];
+            for (sb, out) in row.chunks_exact_mut(kind.block_bytes()).enumerate() {
+                let mut block = SuperBlock { d: supers[sb * 2 * COLS + c], dmin: supers[sb * 2 * COLS + COLS + c], q: [0; SUPER], sub: [[0; 2]; SUBS] };
+                for s in 0..SUBS {
+                    let b = sb * SUBS + s;
+                    block.sub[s] = [subs[b * 2 * COLS + c], subs[b * 2 * COLS + COLS + c]];
+                    let lane = &values[b * value_bytes(kind)..][..value_bytes(kind)];
+                    let q = &mut block.q[s * BLOCK..][..BLOCK];
+                    for (i, byte) in lane_bytes(kind, c) {
+                        unpack_byte(kind, lane[byte], q, i);
+                    }
+                }
+                kind.encode(&block, out);
+            }
+        });
+        data
+    }
+
+    /// `out` (`m × (last − first)`) = `acts` (`m` rows, 8-bit) · Wᵀ for weight rows
+    /// `first..last`, `first` a multiple of 16. `sums` holds each activation block's sum and
+    /// `halves` (read for Q6_K only) each half block's (`half_sums`).
+    ///
+    /// # Safety
+    /// No other thread may write `out`'s values during the call; the CPU has AVX-512 VNNI.
+    pub unsafe fn run(&self, first: usize, last: usize, acts: &QuantizedRows, sums: &[i32], halves: &[i32], m: usize, out: OutColumns) {
+        let blocks = self.blocks;
+        assert!(
+            first.is_multiple_of(COLS) && first <= last && last <= self.n && last - first == out.cols() && out.rows() >= m,
+            "K-quant panel columns {first}..{last} for a window of {} of {}",
+            out.cols(),
+            self.n
+        );
+        let q6 = self.kind == KQuant::Q6K;
+        assert!(
+            acts.holds(m, blocks * BLOCK) && sums.len() >= m * blocks && (!q6 || halves.len() >= 2 * m * blocks),
+            "8-bit activations short of {m} rows"
+        );
+        let chunk = (ACTS_IN_L2 / acts.k).max(ROWS);
+        for chunk_first in (0..m).step_by(chunk) {
+            let chunk_rows = chunk_first..(chunk_first + chunk).min(m);
+            let height = chunk_rows.len().div_ceil(chunk_rows.len().div_ceil(ROWS));
+            for col in (first..last).step_by(COLS) {
+                let pair = col / COLS;
+                let panel = Pair {
+                    values: self.values[pair * blocks * value_bytes(self.kind)..].as_ptr(),
+                    subs: self.subs[pair * blocks * 2 * COLS..].as_ptr(),
+                    supers: self.supers[pair * blocks / SUBS * 2 * COLS..].as_ptr(),
+                    blocks,
+                };
+                for row in chunk_rows.clone().step_by(height) {
+                    let rows = (chunk_rows.end - row).min(height);
+                    let at = Rows { acts, sums, halves, first: row };
+                    let mut totals = [[0.0f32; COLS]; ROWS];
+                    match self.kind {
+                        KQuant::Q4K => tiles::<true, false>(&panel, &at, rows, &mut totals),
+                        KQuant::Q5K => tiles::<false, false>(&panel, &at, rows, &mut totals),
+                        KQuant::Q6K => tiles::<false, true>(&panel, &at, rows, &mut totals),
+                    }
+                    let width = (last - col).min(COLS);
+                    for (r, values) in totals[..rows].iter().enumerate() {
+                        out.set_run(row + r, col - first, &values[..width]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The sums of each half (16 values) of every block of 8-bit activations, row-major: where Q6_K's
+/// tiles start their halves' sums.
+pub fn half_sums(acts: &QuantizedRows) -> Vec<i32> {
+    acts.values.chunks_exact(BLOCK / 2).map(|half| half.iter().map(|&v| v as i32).sum()).collect()
+}
+
+/// Bytes of one pair's block of values.
+const fn value_bytes(kind: KQuant) -> usize {
+    match kind {
+        KQuant::Q4K => COLS * BLOCK / 2,
+        _ => COLS * BLOCK,
+    }
+}
+
+/// For column `c` of a pair, each packed byte `i` of its block (in value order) and where it
+/// sits among the block's groups.
+fn lane_bytes(kind: KQuant, c: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..value_bytes(kind) / COLS).map(move |i| (i, i / 4 * 4 * COLS + 4 * c + i % 4))
+}
+
+/// Packed byte `i` of a block of 32 integers: Q4_K's values `i` and `16 + i` as two nibbles.
+fn packed_byte(kind: KQuant, q: &[u8], i: usize) -> u8 {
+    match kind {
+        KQuant::Q4K => q[i] | q[BLOCK / 2 + i] << 4,
+        _ => q[i],
+    }
+}
+
+fn unpack_byte(kind: KQuant, byte: u8, q: &mut [u8], i: usize) {
+    match kind {
+        KQuant::Q4K => (q[i], q[BLOCK / 2 + i]) = (byte & 0x0f, byte >> 4),
+        _ => q[i] = byte,
+    }
+}
+
+/// One pair's repacked values, sub-block scales and super-block scales.
+struct Pair {
+    values: *const u8,
+    subs: *const u8,
+    supers: *const u16,
+    blocks: usize,
+}
+
+/// The activation rows of one tile, from `first`.
+struct Rows<'a> {
+    acts: &'a QuantizedRows,
+    sums: &'a [i32],
+    halves: &'a [i32],
+    first: usize,
+}
+
+type Totals = [[f32; COLS]; ROWS];
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, count: usize, totals: &mut Totals) {
+    match count {
+        8.. => tile::<8, NIBBLES, HALVES>(pair, rows, totals),
+        7 => tile::<7, NIBBLES, HALVES>(pair, rows, totals),
+        6 => tile::<6, NIBBLES, HALVES>(pair, rows, totals),
+        5 => tile::<5, NIBBLES, HALVES>(pair, rows, totals),
+        4 => tile::<4, NIBBLES, HALVES>(pair, rows, totals),
+        3 => tile::<3, NIBBLES, HALVES>(pair, rows, totals),
+        2 => tile::<2, NIBBLES, HALVES>(pair, rows, totals),
+        _ => tile::<1, NIBBLES, HALVES>(pair, rows, totals),
+    }
+}
+
+/// `R` activation rows times one pair, over every block. `NIBBLES`: Q4_K's packing; `HALVES`:
+/// Q6_K's scales (else a scale and a min per sub-block).
+#[inline(always)]
+unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, totals: &mut Totals) {
+    let blocks = pair.blocks;
+    let block_bytes = if NIBBLES { COLS * BLOCK / 2 } else { COLS * BLOCK };
+    let row = |r: usize| rows.first + r;
+    let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[row(r) * rows.acts.k..].as_ptr().cast());
+    let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[row(r) * blocks..].as_ptr());
+    let sums: [*const i32; R] = std::array::from_fn(|r| rows.sums[row(r) * blocks..].as_ptr());
+    let halves: [*const i32; R] = std::array::from_fn(|r| if HALVES { rows.halves[2 * row(r) * blocks..].as_ptr() } else { std::ptr::null() });
+    let nibble = _mm512_set1_epi8(0x0f);
+    let mut acc = [_mm512_setzero_ps(); R];
+    for sb in 0..blocks / SUBS {
+        let supers = pair.supers.add(sb * 2 * COLS);
+        let d = _mm512_cvtph_ps(_mm256_loadu_si256(supers.cast()));
+        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(supers.add(COLS).cast()));
+        for b in sb * SUBS..(sb + 1) * SUBS {
+            let base = pair.values.add(b * block_bytes);
+            if R > 1 {
+                // The next pair's block, pulled in while this one computes (as the Q8_0 tiles do).
+                for line in (0..block_bytes).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(blocks * block_bytes + line) as *const i8);
+                }
+            }
+            let group = |i: usize| _mm512_loadu_si512(base.add(i * 4 * COLS).cast());
+            let four = |r: usize, at: usize| _mm512_set1_epi32(acts[r].add(b * BLOCK + at).cast::<i32>().read_unaligned());
+            let sub = pair.subs.add(b * 2 * COLS);
+            if HALVES {
+                let mut low: [__m512i; R] = std::array::from_fn(|r| _mm512_set1_epi32(-32 * *halves[r].add(2 * b)));
+                let mut high: [__m512i; R] = std::array::from_fn(|r| _mm512_set1_epi32(-32 * *halves[r].add(2 * b + 1)));
+                for i in 0..BLOCK / 8 {
+                    let (w_low, w_high) = (group(i), group(BLOCK / 8 + i));
+                    for r in 0..R {
+                        low[r] = _mm512_dpbusd_epi32(low[r], w_low, four(r, 4 * i));
+                        high[r] = _mm512_dpbusd_epi32(high[r], w_high, four(r, BLOCK / 2 + 4 * i));
+                    }
+                }
+                let scale_low = _mm512_cvtepi8_epi32(_mm_loadu_si128(sub.cast()));
+                let scale_high = _mm512_cvtepi8_epi32(_mm_loadu_si128(sub.add(COLS).cast()));
+                for r in 0..R {
+                    let dot = _mm512_add_epi32(_mm512_mullo_epi32(low[r], scale_low), _mm512_mullo_epi32(high[r], scale_high));
+                    let scale = _mm512_mul_ps(d, _mm512_set1_ps(*scales[r].add(b)));
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r]);
+                }
+                continue;
+            }
+            let mut dots = [_mm512_setzero_si512(); R];
+            if NIBBLES {
+                for i in 0..BLOCK / 8 {
+                    let packed = group(i);
+                    let (low, high) = (_mm512_and_si512(packed, nibble), _mm512_and_si512(_mm512_srli_epi16::<4>(packed), nibble));
+                    for r in 0..R {
+                        dots[r] = _mm512_dpbusd_epi32(dots[r], low, four(r, 4 * i));
+                        dots[r] = _mm512_dpbusd_epi32(dots[r], high, four(r, BLOCK / 2 + 4 * i));
+                    }
+                }
+            } else {
+                for i in 0..BLOCK / 4 {
+                    let w = group(i);
+                    for r in 0..R {
+                        dots[r] = _mm512_dpbusd_epi32(dots[r], w, four(r, 4 * i));
+                    }
+                }
+            }
+            let scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(sub.cast()))));
+            let min = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(sub.add(COLS).cast()))));
+            for r in 0..R {
+                let act_scale = *scales[r].add(b);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[r]), _mm512_mul_ps(scale, _mm512_set1_ps(act_scale)), acc[r]);
+                acc[r] = _mm512_fnmadd_ps(min, _mm512_set1_ps(act_scale * *sums[r].add(b) as f32), acc[r]);
+            }
+        }
+    }
+    for r in 0..R {
+        _mm512_storeu_ps(totals[r].as_mut_ptr(), acc[r]);
+    }
+}
