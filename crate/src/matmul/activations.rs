@@ -81,6 +81,29 @@ impl QuantizedRows {
         Self { values, scales, k }
     }
 
+    /// `quantize`'s rows with one scale per 256 values, as llama.cpp rounds what it multiplies
+    /// by K-quant super-blocks (its `quantize_row_q8_K`: values `x · 127/max|x|` rounded half to
+    /// even, an f32 scale of the reciprocal), so the same integers as its and the same logits up
+    /// to float order: 32-value blocks moved a Llama 3.2 Q4_K_M greedy run off llama.cpp's at
+    /// its first step. Each block of 32 has its scale in `scales`, so the panels read these rows
+    /// as any others.
+    pub fn quantize_super(x: &[f32], k: usize) -> Self {
+        const SUPER: usize = 256;
+        let mut values = vec![0i8; x.len()];
+        let mut scales = vec![0.0f32; x.len() / BLOCK];
+        x.par_chunks_exact(SUPER)
+            .zip(values.par_chunks_exact_mut(SUPER))
+            .zip(scales.par_chunks_exact_mut(SUPER / BLOCK))
+            .with_min_len(MIN_BLOCKS_PER_JOB / 8)
+            .for_each(|((x, q), scales)| {
+                let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let inverse = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+                q.iter_mut().zip(x).for_each(|(q, &v)| *q = (inverse * v).round_ties_even().clamp(-127.0, 127.0) as i8);
+                scales.fill(if amax > 0.0 { 1.0 / inverse } else { 0.0 });
+            });
+        Self { values, scales, k }
+    }
+
     /// Whether `m` rows of `k` values are all there, with their scales.
     pub fn holds(&self, m: usize, k: usize) -> bool {
         self.k == k && self.values.len() >= m * k && self.scales.len() >= m * k / BLOCK

@@ -6,7 +6,7 @@ use candle_core::Device;
 use half::f16;
 
 use super::kquants::{KQuant, SUBS, SUPER};
-use super::tests::{noise, quantized, reference, worst_relative};
+use super::tests::{noise, quantized, reference, reference_q8, worst_relative};
 use super::*;
 
 const KINDS: [KQuant; 3] = [KQuant::Q4K, KQuant::Q5K, KQuant::Q6K];
@@ -69,8 +69,9 @@ fn definition(kind: KQuant, file: &[u8], n: usize, acts: &QuantizedRows, m: usiz
 }
 
 /// Every tile height, a last pair half empty, one and several super-blocks: the panels give the
-/// definition's bits, and candle's dequantized weights times the same rounded activations up to
-/// the order of float sums, which a misplaced value or scale would be far outside.
+/// definition's bits; candle's dequantized weights times the same rounded activations, and
+/// candle's own K-quant product (its activations rounded as llama.cpp's Q8_K, as ours are), both
+/// up to the order of float sums, which a misplaced value or scale would be far outside.
 #[test]
 fn kquant_panels_match_the_definition_bit_for_bit() {
     if !(q8_panels() && vnni()) {
@@ -84,11 +85,13 @@ fn kquant_panels_match_the_definition_bit_for_bit() {
                 let x = noise(n as u64 * 7 + m as u64, m * k);
                 let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("K-quant panels");
                 let ours = matrix.forward(&x, m).expect("forward");
-                let acts = QuantizedRows::quantize(&x, k, 1);
+                let acts = QuantizedRows::quantize_super(&x, k);
                 let want = definition(kind, &tensor.data().expect("data"), n, &acts, m);
                 assert!(ours == want, "{kind:?} {m}x{n}x{k}: the panels left the definition");
                 let worst = worst_relative(&ours, &reference(&tensor, &acts.dequantize(), m, k));
                 assert!(worst < 1e-4, "{kind:?} {m}x{n}x{k}: {worst} from the dequantized product");
+                let worst = worst_relative(&ours, &reference_q8(tensor, &x, m, k));
+                assert!(worst < 1e-4, "{kind:?} {m}x{n}x{k}: {worst} from candle's quantized product");
             }
         }
     }
@@ -117,9 +120,9 @@ fn q6k_extremes_stay_exact() {
     let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
     let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("panels");
     let ours = matrix.forward(&x, m).expect("forward");
-    assert!(ours == definition(kind, &file, n, &QuantizedRows::quantize(&x, k, 1), m));
+    assert!(ours == definition(kind, &file, n, &QuantizedRows::quantize_super(&x, k), m));
     assert!(ours.iter().any(|&v| v.abs() > 5e5), "the extremes did not reach large sums");
-    let acts = QuantizedRows::quantize(&x, k, 1);
+    let acts = QuantizedRows::quantize_super(&x, k);
     assert!(worst_relative(&ours, &reference(&tensor, &acts.dequantize(), m, k)) < 1e-5);
 }
 

@@ -140,6 +140,10 @@ impl QuantMatrix {
         Some(Self { stored, format, n, k, activations })
     }
 
+    fn block_values(&self) -> usize {
+        self.format.block_values()
+    }
+
     /// Whether this matrix multiplies 8-bit activations in panels, which are then its
     /// only copy: `file_bytes` and `file_tensor` rebuild the file's blocks from them.
     pub fn has_panels(&self) -> bool {
@@ -206,21 +210,25 @@ impl QuantMatrix {
 
     fn forward_run(matrices: &[&QuantMatrix], x: &[f32], m: usize, wide: bool) -> Result<Vec<Vec<f32>>> {
         let q8 = matrices.first().is_some_and(|w| w.activations == Activations::Q8);
+        let is_k = |w: &&QuantMatrix| w.block_values() != BLOCK;
         // 8-bit activations: panels on both roads where the CPU has no AMX; else the wide
-        // road multiplies bytes in AMX tiles and the narrow one runs the VNNI tile.
+        // road multiplies bytes in AMX tiles and the narrow one runs the VNNI tile. K-quant
+        // matrices (always panels) take rows of their own rounding (`KRows`).
         let panels = q8 && matrices.iter().all(|w| w.has_panels());
         let tiles = wide && q8 && !panels && amx();
-        let rounded = q8.then(|| QuantizedRows::quantize(x, matrices[0].k, if tiles { AMX_ROW_GROUP } else { 1 }));
+        let blocks = q8 && !matrices.iter().all(is_k);
+        let rounded = blocks.then(|| QuantizedRows::quantize(x, matrices[0].k, if tiles { AMX_ROW_GROUP } else { 1 }));
         let widened = if wide && !tiles && !panels { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        let (offsets, halves) = match &rounded {
-            Some(rounded) if panels => {
-                let q4 = matrices.iter().any(|w| w.format == Format::Blocks(WeightFormat::Q4_0));
-                let q6k = matrices.iter().any(|w| w.format == Format::K(kquants::KQuant::Q6K));
-                (x86_q8_panels::offsets(rounded, q4), if q6k { x86_kquant_panels::half_sums(rounded) } else { Vec::new() })
-            }
-            _ => (Vec::new(), Vec::new()),
+        let offsets = match &rounded {
+            Some(rounded) if panels => x86_q8_panels::offsets(rounded, matrices.iter().any(|w| w.format == Format::Blocks(WeightFormat::Q4_0))),
+            _ => Vec::new(),
         };
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        let k_rows = (q8 && matrices.iter().any(is_k)).then(|| {
+            let q6k = matrices.iter().any(|w| w.format == Format::K(kquants::KQuant::Q6K));
+            x86_kquant_panels::KRows::new(x, matrices[0].k, q6k)
+        });
         let (rounded, vnni_rows) = if wide || panels || !vnni() { (rounded, None) } else { (None, rounded.map(VnniRows::new)) };
         let (x, input) = match (&widened, &vnni_rows, &rounded) {
             (Some(widened), _, _) => (widened.as_slice(), Input::F32(widened)),
@@ -248,7 +256,10 @@ impl QuantMatrix {
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
                     (Stored::Panels(p), Some(rounded), _) => p.run(first, last, rounded, &offsets, m, out),
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    (Stored::KPanels(p), Some(rounded), _) => p.run(first, last, rounded, &offsets, &halves, m, out),
+                    (Stored::KPanels(p), _, _) => match &k_rows {
+                        Some(rows) => p.run(first, last, rows, m, out),
+                        None => unreachable!("K-quant panels take 8-bit activations (QuantMatrix::new)"),
+                    },
                     (_, _, Format::Blocks(format)) => {
                         let row_bytes = format.row_bytes(w.k);
                         let weights: &[u8] = &data[i][first * row_bytes..last * row_bytes];
@@ -260,7 +271,7 @@ impl QuantMatrix {
                         }
                     }
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    (_, _, Format::K(_)) => unreachable!("K-quant matrices are panels with 8-bit activations (QuantMatrix::new)"),
+                    (_, _, Format::K(_)) => unreachable!("K-quant matrices are panels (QuantMatrix::new)"),
                 }
             }
         });

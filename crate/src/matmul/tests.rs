@@ -27,7 +27,7 @@ pub(super) fn reference(tensor: &QTensor, x: &[f32], m: usize, k: usize) -> Vec<
 
 /// candle's quantized matmul over the same blocks: it rounds the activations to Q8_0 blocks as
 /// llama.cpp does and multiplies them in integer, with its own code.
-fn reference_q8(tensor: Arc<QTensor>, x: &[f32], m: usize, k: usize) -> Vec<f32> {
+pub(super) fn reference_q8(tensor: Arc<QTensor>, x: &[f32], m: usize, k: usize) -> Vec<f32> {
     let x = Tensor::from_vec(x.to_vec(), (m, k), &Device::Cpu).expect("x");
     let matmul = QMatMul::from_arc(tensor).expect("qmatmul");
     matmul.forward(&x).expect("matmul").flatten_all().expect("flat").to_vec1::<f32>().expect("vec")

@@ -113,13 +113,13 @@ impl KPanels {
         data
     }
 
-    /// `out` (`m × (last − first)`) = `acts` (`m` rows, 8-bit) · Wᵀ for weight rows
-    /// `first..last`, `first` a multiple of 16. `sums` holds each activation block's sum and
-    /// `halves` (read for Q6_K only) each half block's (`half_sums`).
+    /// `out` (`m × (last − first)`) = `rows` (`m` rows, 8-bit) · Wᵀ for weight rows
+    /// `first..last`, `first` a multiple of 16.
     ///
     /// # Safety
     /// No other thread may write `out`'s values during the call; the CPU has AVX-512 VNNI.
-    pub unsafe fn run(&self, first: usize, last: usize, acts: &QuantizedRows, sums: &[i32], halves: &[i32], m: usize, out: OutColumns) {
+    pub unsafe fn run(&self, first: usize, last: usize, rows: &KRows, m: usize, out: OutColumns) {
+        let KRows { rows: acts, sums, halves } = rows;
         let blocks = self.blocks;
         assert!(
             first.is_multiple_of(COLS) && first <= last && last <= self.n && last - first == out.cols() && out.rows() >= m,
@@ -163,10 +163,23 @@ impl KPanels {
     }
 }
 
-/// The sums of each half (16 values) of every block of 8-bit activations, row-major: where Q6_K's
-/// tiles start their halves' sums.
-pub fn half_sums(acts: &QuantizedRows) -> Vec<i32> {
-    acts.values.chunks_exact(BLOCK / 2).map(|half| half.iter().map(|&v| v as i32).sum()).collect()
+/// What K-quant panels multiply: activation rows rounded with a scale per 256 values
+/// (`QuantizedRows::quantize_super`), the sum of each block of 32 (what a sub-block's min
+/// multiplies), and for Q6_K the sum of each half block (where its halves' sums start).
+pub struct KRows {
+    rows: QuantizedRows,
+    sums: Vec<i32>,
+    halves: Vec<i32>,
+}
+
+impl KRows {
+    pub fn new(x: &[f32], k: usize, q6k: bool) -> Self {
+        let rows = QuantizedRows::quantize_super(x, k);
+        let sum = |values: &[i8]| values.iter().map(|&v| v as i32).sum();
+        let sums = rows.values.chunks_exact(BLOCK).map(sum).collect();
+        let halves = if q6k { rows.values.chunks_exact(BLOCK / 2).map(sum).collect() } else { Vec::new() };
+        Self { rows, sums, halves }
+    }
 }
 
 /// Bytes of one pair's block of values.
