@@ -8,12 +8,12 @@
 //!
 //! - Q4_K keeps its nibbles (two values a byte, as Q4_0's panels do), Q5_K and Q6_K one value a
 //!   byte, unsigned: the `vpdpbusd` side that must be.
-//! - Q4_K, Q5_K: a sub-block adds `d·scale·dx · Σ q·a − dmin·min·dx · Σ a`, where `Σ a` is the
-//!   activation block's sum, which the panels already compute for Q8_0's bias.
-//! - Q6_K scales halves of 16: each half's sum starts at −32 × its activations' sum (the
-//!   integers are stored biased by 32), the two are multiplied by their signed scales in
-//!   integer lanes and added, which is exact (at most 2 × 2032 × 63 × 128 < 2²⁴, so the
-//!   conversion to f32 is exact too), and then scaled by `d·dx`.
+//! - The activations are rounded with one scale per super-block (`KRows`), so a super-block's
+//!   eight sub-blocks add up in i32 lanes and meet floats once: Q4_K/Q5_K sum `scale · Σ q·a`
+//!   and `min · Σ a` (`Σ a` the activation block's sum), then add `d·dx` times the first and
+//!   take `dmin·dx` times the second off; Q6_K starts each half's dot at −32 × its activations'
+//!   sum (its integers are stored biased by 32), multiplies the halves by their signed scales
+//!   and sums those, then adds `d·dx` times that.
 //!
 //! A batch-1 decode reads every byte of a matrix once per token, so the layout keeps the file's
 //! size: 4.625 bits a weight for Q4_K (its 4.5 plus one byte per sub-block where the file packs
@@ -31,9 +31,9 @@ use super::out_columns::OutColumns;
 
 /// Columns per panel pair: the i32 lanes of one 512-bit vector.
 const COLS: usize = 16;
-/// Activation rows per tile, at most: as the Q8_0 pair tile's (`x86_q8_panels::VNNI_ROWS`),
-/// with Q6_K's two sums per row still inside 32 registers.
-const ROWS: usize = 8;
+/// Activation rows per tile, at most: two dot chains, a super-block's integer sums (two for
+/// Q4_K/Q5_K) and a float total per row stay inside the 32 vector registers.
+const ROWS: usize = 6;
 /// Bytes of activations one pass over a task's panels reads (as the Q8_0 panels').
 const ACTS_IN_L2: usize = 128 * 1024;
 
@@ -232,9 +232,7 @@ type Totals = [[f32; COLS]; ROWS];
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, count: usize, totals: &mut Totals) {
     match count {
-        8.. => tile::<8, NIBBLES, HALVES>(pair, rows, totals),
-        7 => tile::<7, NIBBLES, HALVES>(pair, rows, totals),
-        6 => tile::<6, NIBBLES, HALVES>(pair, rows, totals),
+        6.. => tile::<6, NIBBLES, HALVES>(pair, rows, totals),
         5 => tile::<5, NIBBLES, HALVES>(pair, rows, totals),
         4 => tile::<4, NIBBLES, HALVES>(pair, rows, totals),
         3 => tile::<3, NIBBLES, HALVES>(pair, rows, totals),
@@ -244,7 +242,12 @@ unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Row
 }
 
 /// `R` activation rows times one pair, over every block. `NIBBLES`: Q4_K's packing; `HALVES`:
-/// Q6_K's scales (else a scale and a min per sub-block).
+/// Q6_K's scales (else a scale and a min per sub-block). The activations have one scale per
+/// super-block, so a super-block's sub-blocks add up in integer lanes (its scaled dots, and for
+/// Q4_K/Q5_K its mins times the activation blocks' sums) and meet floats once per super-block:
+/// a third fewer instructions a block than scaling each sub-block in f32, which a batch-1 decode
+/// of Q4_K, bound by them, reads as speed. Integer sums are exact in any order, so a tile's
+/// height and its split of the dots into chains change no bit.
 #[inline(always)]
 unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, totals: &mut Totals) {
     let blocks = pair.blocks;
@@ -254,12 +257,11 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
     let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[row(r) * blocks..].as_ptr());
     let sums: [*const i32; R] = std::array::from_fn(|r| rows.sums[row(r) * blocks..].as_ptr());
     let halves: [*const i32; R] = std::array::from_fn(|r| if HALVES { rows.halves[2 * row(r) * blocks..].as_ptr() } else { std::ptr::null() });
-    let nibble = _mm512_set1_epi8(0x0f);
+    let (low_nibble, high_nibble) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0xf0u8 as i8));
     let mut acc = [_mm512_setzero_ps(); R];
     for sb in 0..blocks / SUBS {
-        let supers = pair.supers.add(sb * 2 * COLS);
-        let d = _mm512_cvtph_ps(_mm256_loadu_si256(supers.cast()));
-        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(supers.add(COLS).cast()));
+        let mut dots = [_mm512_setzero_si512(); R];
+        let mut mins = [_mm512_setzero_si512(); R];
         for b in sb * SUBS..(sb + 1) * SUBS {
             let base = pair.values.add(b * block_bytes);
             if R > 1 {
@@ -271,49 +273,56 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
             let group = |i: usize| _mm512_loadu_si512(base.add(i * 4 * COLS).cast());
             let four = |r: usize, at: usize| _mm512_set1_epi32(acts[r].add(b * BLOCK + at).cast::<i32>().read_unaligned());
             let sub = pair.subs.add(b * 2 * COLS);
+            // Two chains a row (the block's halves, or Q4_K's low and high nibbles): half as
+            // long a wait on `vpdpbusd`'s latency at batch 1.
+            let mut first: [__m512i; R] = [_mm512_setzero_si512(); R];
+            let mut second: [__m512i; R] = [_mm512_setzero_si512(); R];
             if HALVES {
-                let mut low: [__m512i; R] = std::array::from_fn(|r| _mm512_set1_epi32(-32 * *halves[r].add(2 * b)));
-                let mut high: [__m512i; R] = std::array::from_fn(|r| _mm512_set1_epi32(-32 * *halves[r].add(2 * b + 1)));
-                for i in 0..BLOCK / 8 {
-                    let (w_low, w_high) = (group(i), group(BLOCK / 8 + i));
-                    for r in 0..R {
-                        low[r] = _mm512_dpbusd_epi32(low[r], w_low, four(r, 4 * i));
-                        high[r] = _mm512_dpbusd_epi32(high[r], w_high, four(r, BLOCK / 2 + 4 * i));
-                    }
-                }
-                let scale_low = _mm512_cvtepi8_epi32(_mm_loadu_si128(sub.cast()));
-                let scale_high = _mm512_cvtepi8_epi32(_mm_loadu_si128(sub.add(COLS).cast()));
                 for r in 0..R {
-                    let dot = _mm512_add_epi32(_mm512_mullo_epi32(low[r], scale_low), _mm512_mullo_epi32(high[r], scale_high));
-                    let scale = _mm512_mul_ps(d, _mm512_set1_ps(*scales[r].add(b)));
-                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r]);
+                    first[r] = _mm512_set1_epi32(-32 * *halves[r].add(2 * b));
+                    second[r] = _mm512_set1_epi32(-32 * *halves[r].add(2 * b + 1));
+                }
+            }
+            for i in 0..BLOCK / 8 {
+                // Q4_K's high nibbles stay in place, 16 times their value, until the sum.
+                let (a, c) = if NIBBLES {
+                    let packed = group(i);
+                    (_mm512_and_si512(packed, low_nibble), _mm512_and_si512(packed, high_nibble))
+                } else {
+                    (group(i), group(BLOCK / 8 + i))
+                };
+                for r in 0..R {
+                    first[r] = _mm512_dpbusd_epi32(first[r], a, four(r, 4 * i));
+                    second[r] = _mm512_dpbusd_epi32(second[r], c, four(r, BLOCK / 2 + 4 * i));
+                }
+            }
+            if HALVES {
+                let scale_first = _mm512_cvtepi8_epi32(_mm_loadu_si128(sub.cast()));
+                let scale_second = _mm512_cvtepi8_epi32(_mm_loadu_si128(sub.add(COLS).cast()));
+                for r in 0..R {
+                    let both = _mm512_add_epi32(_mm512_mullo_epi32(first[r], scale_first), _mm512_mullo_epi32(second[r], scale_second));
+                    dots[r] = _mm512_add_epi32(dots[r], both);
                 }
                 continue;
             }
-            let mut dots = [_mm512_setzero_si512(); R];
-            if NIBBLES {
-                for i in 0..BLOCK / 8 {
-                    let packed = group(i);
-                    let (low, high) = (_mm512_and_si512(packed, nibble), _mm512_and_si512(_mm512_srli_epi16::<4>(packed), nibble));
-                    for r in 0..R {
-                        dots[r] = _mm512_dpbusd_epi32(dots[r], low, four(r, 4 * i));
-                        dots[r] = _mm512_dpbusd_epi32(dots[r], high, four(r, BLOCK / 2 + 4 * i));
-                    }
-                }
-            } else {
-                for i in 0..BLOCK / 4 {
-                    let w = group(i);
-                    for r in 0..R {
-                        dots[r] = _mm512_dpbusd_epi32(dots[r], w, four(r, 4 * i));
-                    }
-                }
-            }
-            let scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(sub.cast()))));
-            let min = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(sub.add(COLS).cast()))));
+            let scale = _mm512_cvtepu8_epi32(_mm_loadu_si128(sub.cast()));
+            let min = _mm512_cvtepu8_epi32(_mm_loadu_si128(sub.add(COLS).cast()));
             for r in 0..R {
-                let act_scale = *scales[r].add(b);
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[r]), _mm512_mul_ps(scale, _mm512_set1_ps(act_scale)), acc[r]);
-                acc[r] = _mm512_fnmadd_ps(min, _mm512_set1_ps(act_scale * *sums[r].add(b) as f32), acc[r]);
+                let second = if NIBBLES { _mm512_srai_epi32::<4>(second[r]) } else { second[r] };
+                dots[r] = _mm512_add_epi32(dots[r], _mm512_mullo_epi32(_mm512_add_epi32(first[r], second), scale));
+                // `madd` of i16 pairs: min (< 64) times the block's sum (|sum| ≤ 32 × 127), the
+                // lanes' upper halves zero.
+                mins[r] = _mm512_add_epi32(mins[r], _mm512_madd_epi16(min, _mm512_set1_epi32(*sums[r].add(b))));
+            }
+        }
+        let supers = pair.supers.add(sb * 2 * COLS);
+        let d = _mm512_cvtph_ps(_mm256_loadu_si256(supers.cast()));
+        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(supers.add(COLS).cast()));
+        for r in 0..R {
+            let act_scale = _mm512_set1_ps(*scales[r].add(sb * SUBS));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[r]), _mm512_mul_ps(d, act_scale), acc[r]);
+            if !HALVES {
+                acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[r]), _mm512_mul_ps(dmin, act_scale), acc[r]);
             }
         }
     }
