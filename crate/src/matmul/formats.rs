@@ -84,3 +84,49 @@ impl WeightFormat {
         (scale, values)
     }
 }
+
+/// The file's format of a matrix: blocks of 32 that the tiles read in place, or K-quant
+/// super-blocks, which only run repacked into panels (`x86_kquant_panels.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Format {
+    Blocks(WeightFormat),
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    K(super::kquants::KQuant),
+}
+
+impl Format {
+    pub(super) fn of(dtype: GgmlDType) -> Option<Self> {
+        #[allow(unused_mut)]
+        let mut format = WeightFormat::of(dtype).map(Self::Blocks);
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+        {
+            format = format.or(super::kquants::KQuant::of(dtype).map(Self::K));
+        }
+        format
+    }
+
+    pub(super) fn dtype(self) -> GgmlDType {
+        match self {
+            Self::Blocks(format) => format.dtype(),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::K(kind) => kind.dtype(),
+        }
+    }
+
+    pub(super) fn row_bytes(self, k: usize) -> usize {
+        match self {
+            Self::Blocks(format) => format.row_bytes(k),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::K(kind) => kind.row_bytes(k),
+        }
+    }
+
+    /// Values per block: rows are whole blocks.
+    pub(super) fn block_values(self) -> usize {
+        match self {
+            Self::Blocks(_) => BLOCK,
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::K(_) => super::kquants::SUPER,
+        }
+    }
+}

@@ -8,7 +8,6 @@
 //! not widened to one f16 scale per 32 values, keeps every weight exactly the file's.
 
 use candle_core::quantized::GgmlDType;
-use half::f16;
 
 /// Values per super-block.
 pub const SUPER: usize = 256;
@@ -142,7 +141,7 @@ impl KQuant {
     /// The super-block's 256 weights, for tests against candle's dequantizer.
     #[cfg(test)]
     pub fn values(self, s: &SuperBlock) -> [f32; SUPER] {
-        let (d, dmin) = (f16::from_bits(s.d).to_f32(), f16::from_bits(s.dmin).to_f32());
+        let (d, dmin) = (half::f16::from_bits(s.d).to_f32(), half::f16::from_bits(s.dmin).to_f32());
         std::array::from_fn(|i| {
             let [a, c] = s.sub[i / 32];
             match self {

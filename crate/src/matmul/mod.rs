@@ -5,7 +5,9 @@
 //! how a prompt is split into passes (prefix reuse, batching) moves results only by float
 //! rounding, not by 8-bit steps; a model loaded with `Activations::Q8` rounds them to 8-bit
 //! blocks as llama.cpp does (`activations.rs`). candle's own quantized matmul stays the slow
-//! reference (see `model/reference.rs`).
+//! reference (see `model/reference.rs`). K-quant matrices (Q4_K, Q5_K, Q6_K) run only with
+//! 8-bit activations on AVX-512 VNNI, repacked into panels (`x86_kquant_panels.rs`); elsewhere
+//! they stay on candle's matmul.
 
 mod activations;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -33,6 +35,7 @@ use rayon::prelude::*;
 
 use activations::AMX_ROW_GROUP;
 pub use activations::{Activations, QuantizedRows, VnniRows};
+use formats::Format;
 pub use formats::{WeightFormat, BLOCK};
 use out_columns::OutColumns;
 
@@ -53,52 +56,6 @@ pub struct QuantMatrix {
     n: usize,
     k: usize,
     activations: Activations,
-}
-
-/// The file's format of a matrix: blocks of 32 that the tiles read in place, or K-quant
-/// super-blocks, which only run repacked into panels (`x86_kquant_panels.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
-    Blocks(WeightFormat),
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-    K(kquants::KQuant),
-}
-
-impl Format {
-    fn of(dtype: candle_core::quantized::GgmlDType) -> Option<Self> {
-        #[allow(unused_mut)]
-        let mut format = WeightFormat::of(dtype).map(Self::Blocks);
-        #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-        {
-            format = format.or(kquants::KQuant::of(dtype).map(Self::K));
-        }
-        format
-    }
-
-    fn dtype(self) -> candle_core::quantized::GgmlDType {
-        match self {
-            Self::Blocks(format) => format.dtype(),
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Self::K(kind) => kind.dtype(),
-        }
-    }
-
-    fn row_bytes(self, k: usize) -> usize {
-        match self {
-            Self::Blocks(format) => format.row_bytes(k),
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Self::K(kind) => kind.row_bytes(k),
-        }
-    }
-
-    /// Values per block: rows are whole blocks.
-    fn block_values(self) -> usize {
-        match self {
-            Self::Blocks(_) => BLOCK,
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            Self::K(_) => kquants::SUPER,
-        }
-    }
 }
 
 /// Where a matrix's weights live: in the file's blocks, or, on CPUs whose both roads multiply

@@ -41,9 +41,9 @@ const ACTS_IN_L2: usize = 128 * 1024;
 /// padded with zero columns). For each block of 32 values, a pair holds: its values, in
 /// 64-byte groups, group `i` giving column `c` four bytes at `4c` — values `4i..4i+4` (Q5_K,
 /// Q6_K: eight groups), or values `4i..4i+4` in the low nibbles and `16+4i..` in the high ones
-/// (Q4_K: four groups); 32 bytes of sub-block scales, the 16 columns' scale (Q6_K: first half's
-/// scale) then their min (Q6_K: second half's scale); and per super-block of 256, the 16
-/// columns' `d` then their `dmin`, as the file's f16 bits.
+/// (Q4_K: four groups); 32 bytes of sub-block integers, each column's scale and min (Q6_K: its
+/// halves' scales) side by side, which widen to one i16 pair per lane; and per super-block of
+/// 256, the 16 columns' `d` then their `dmin`, as the file's f16 bits.
 pub struct KPanels {
     kind: KQuant,
     n: usize,
@@ -73,8 +73,7 @@ impl KPanels {
                     supers[sb * 2 * COLS + COLS + c] = block.dmin;
                     for s in 0..SUBS {
                         let b = sb * SUBS + s;
-                        subs[b * 2 * COLS + c] = block.sub[s][0];
-                        subs[b * 2 * COLS + COLS + c] = block.sub[s][1];
+                        subs[b * 2 * COLS + 2 * c..][..2].copy_from_slice(&block.sub[s]);
                         let q = &block.q[s * BLOCK..][..BLOCK];
                         let lane = &mut values[b * value_bytes(kind)..][..value_bytes(kind)];
                         for (i, byte) in lane_bytes(kind, c) {
@@ -100,7 +99,7 @@ impl KPanels {
                 let mut block = SuperBlock { d: supers[sb * 2 * COLS + c], dmin: supers[sb * 2 * COLS + COLS + c], q: [0; SUPER], sub: [[0; 2]; SUBS] };
                 for s in 0..SUBS {
                     let b = sb * SUBS + s;
-                    block.sub[s] = [subs[b * 2 * COLS + c], subs[b * 2 * COLS + COLS + c]];
+                    block.sub[s] = [subs[b * 2 * COLS + 2 * c], subs[b * 2 * COLS + 2 * c + 1]];
                     let lane = &values[b * value_bytes(kind)..][..value_bytes(kind)];
                     let q = &mut block.q[s * BLOCK..][..BLOCK];
                     for (i, byte) in lane_bytes(kind, c) {
@@ -129,7 +128,7 @@ impl KPanels {
         );
         let q6 = self.kind == KQuant::Q6K;
         assert!(
-            acts.holds(m, blocks * BLOCK) && sums.len() >= m * blocks && (!q6 || halves.len() >= 2 * m * blocks),
+            acts.holds(m, blocks * BLOCK) && sums.len() >= m * blocks && (!q6 || halves.len() >= m * blocks),
             "8-bit activations short of {m} rows"
         );
         let chunk = (ACTS_IN_L2 / acts.k).max(ROWS);
@@ -164,8 +163,10 @@ impl KPanels {
 }
 
 /// What K-quant panels multiply: activation rows rounded with a scale per 256 values
-/// (`QuantizedRows::quantize_super`), the sum of each block of 32 (what a sub-block's min
-/// multiplies), and for Q6_K the sum of each half block (where its halves' sums start).
+/// (`QuantizedRows::quantize_super`), and per block of 32 the i16 pair a sub-block's pair of
+/// scales is `madd`ed with: for Q4_K/Q5_K (0, the block's sum), which its (scale, min) turns
+/// into min · sum; for Q6_K the sums of the block's halves, which its halves' scales turn into
+/// what the integers' bias of 32 adds (`tile`).
 pub struct KRows {
     rows: QuantizedRows,
     sums: Vec<i32>,
@@ -175,9 +176,14 @@ pub struct KRows {
 impl KRows {
     pub fn new(x: &[f32], k: usize, q6k: bool) -> Self {
         let rows = QuantizedRows::quantize_super(x, k);
-        let sum = |values: &[i8]| values.iter().map(|&v| v as i32).sum();
-        let sums = rows.values.chunks_exact(BLOCK).map(sum).collect();
-        let halves = if q6k { rows.values.chunks_exact(BLOCK / 2).map(sum).collect() } else { Vec::new() };
+        let sum = |values: &[i8]| values.iter().map(|&v| v as i32).sum::<i32>();
+        let pair = |low: i32, high: i32| (high << 16) | (low & 0xffff);
+        let sums = rows.values.chunks_exact(BLOCK).map(|block| pair(0, sum(block))).collect();
+        let halves = if q6k {
+            rows.values.chunks_exact(BLOCK).map(|block| pair(sum(&block[..BLOCK / 2]), sum(&block[BLOCK / 2..]))).collect()
+        } else {
+            Vec::new()
+        };
         Self { rows, sums, halves }
     }
 }
@@ -243,11 +249,12 @@ unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Row
 
 /// `R` activation rows times one pair, over every block. `NIBBLES`: Q4_K's packing; `HALVES`:
 /// Q6_K's scales (else a scale and a min per sub-block). The activations have one scale per
-/// super-block, so a super-block's sub-blocks add up in integer lanes (its scaled dots, and for
-/// Q4_K/Q5_K its mins times the activation blocks' sums) and meet floats once per super-block:
-/// a third fewer instructions a block than scaling each sub-block in f32, which a batch-1 decode
-/// of Q4_K, bound by them, reads as speed. Integer sums are exact in any order, so a tile's
-/// height and its split of the dots into chains change no bit.
+/// super-block, so a super-block's sub-blocks add up in integer lanes (the scaled dots; the
+/// mins times the activation blocks' sums, or Q6_K's scales times its halves' sums, one `madd`
+/// each) and meet floats once per super-block: a third fewer instructions a block than scaling
+/// each sub-block in f32, which a batch-1 decode of Q4_K, bound by them, reads as speed; and
+/// Q6_K's bias no longer costs two broadcasts per row and block. Integer sums are exact in any
+/// order, so a tile's height and its split of the dots into chains change no bit.
 #[inline(always)]
 unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, totals: &mut Totals) {
     let blocks = pair.blocks;
@@ -255,8 +262,8 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
     let row = |r: usize| rows.first + r;
     let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[row(r) * rows.acts.k..].as_ptr().cast());
     let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[row(r) * blocks..].as_ptr());
-    let sums: [*const i32; R] = std::array::from_fn(|r| rows.sums[row(r) * blocks..].as_ptr());
-    let halves: [*const i32; R] = std::array::from_fn(|r| if HALVES { rows.halves[2 * row(r) * blocks..].as_ptr() } else { std::ptr::null() });
+    // The i16 pairs each sub-block's (scale, min) or halves' scales are `madd`ed with.
+    let madd_with: [*const i32; R] = std::array::from_fn(|r| if HALVES { rows.halves } else { rows.sums }[row(r) * blocks..].as_ptr());
     let (low_nibble, high_nibble) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0xf0u8 as i8));
     let mut acc = [_mm512_setzero_ps(); R];
     for sb in 0..blocks / SUBS {
@@ -272,17 +279,10 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
             }
             let group = |i: usize| _mm512_loadu_si512(base.add(i * 4 * COLS).cast());
             let four = |r: usize, at: usize| _mm512_set1_epi32(acts[r].add(b * BLOCK + at).cast::<i32>().read_unaligned());
-            let sub = pair.subs.add(b * 2 * COLS);
             // Two chains a row (the block's halves, or Q4_K's low and high nibbles): half as
             // long a wait on `vpdpbusd`'s latency at batch 1.
             let mut first: [__m512i; R] = [_mm512_setzero_si512(); R];
             let mut second: [__m512i; R] = [_mm512_setzero_si512(); R];
-            if HALVES {
-                for r in 0..R {
-                    first[r] = _mm512_set1_epi32(-32 * *halves[r].add(2 * b));
-                    second[r] = _mm512_set1_epi32(-32 * *halves[r].add(2 * b + 1));
-                }
-            }
             for i in 0..BLOCK / 8 {
                 // Q4_K's high nibbles stay in place, 16 times their value, until the sum.
                 let (a, c) = if NIBBLES {
@@ -296,23 +296,28 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
                     second[r] = _mm512_dpbusd_epi32(second[r], c, four(r, BLOCK / 2 + 4 * i));
                 }
             }
-            if HALVES {
-                let scale_first = _mm512_cvtepi8_epi32(_mm_loadu_si128(sub.cast()));
-                let scale_second = _mm512_cvtepi8_epi32(_mm_loadu_si128(sub.add(COLS).cast()));
-                for r in 0..R {
-                    let both = _mm512_add_epi32(_mm512_mullo_epi32(first[r], scale_first), _mm512_mullo_epi32(second[r], scale_second));
-                    dots[r] = _mm512_add_epi32(dots[r], both);
-                }
-                continue;
-            }
-            let scale = _mm512_cvtepu8_epi32(_mm_loadu_si128(sub.cast()));
-            let min = _mm512_cvtepu8_epi32(_mm_loadu_si128(sub.add(COLS).cast()));
+            // Each column's two sub-block integers as an i16 pair: Q6_K's signed scales, else
+            // (scale, min), unsigned and below 64.
+            let sub = _mm256_loadu_si256(pair.subs.add(b * 2 * COLS).cast());
+            let sub = if HALVES { _mm512_cvtepi8_epi16(sub) } else { _mm512_cvtepu8_epi16(sub) };
+            let (scale_first, scale_second) = if HALVES {
+                (_mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(sub)), _mm512_srai_epi32::<16>(sub))
+            } else {
+                let scale = _mm512_and_si512(sub, _mm512_set1_epi32(0xffff));
+                (scale, scale)
+            };
             for r in 0..R {
-                let second = if NIBBLES { _mm512_srai_epi32::<4>(second[r]) } else { second[r] };
-                dots[r] = _mm512_add_epi32(dots[r], _mm512_mullo_epi32(_mm512_add_epi32(first[r], second), scale));
-                // `madd` of i16 pairs: min (< 64) times the block's sum (|sum| ≤ 32 × 127), the
-                // lanes' upper halves zero.
-                mins[r] = _mm512_add_epi32(mins[r], _mm512_madd_epi16(min, _mm512_set1_epi32(*sums[r].add(b))));
+                let scaled = if NIBBLES {
+                    _mm512_mullo_epi32(_mm512_add_epi32(first[r], _mm512_srai_epi32::<4>(second[r])), scale_first)
+                } else if HALVES {
+                    _mm512_add_epi32(_mm512_mullo_epi32(first[r], scale_first), _mm512_mullo_epi32(second[r], scale_second))
+                } else {
+                    _mm512_mullo_epi32(_mm512_add_epi32(first[r], second[r]), scale_first)
+                };
+                dots[r] = _mm512_add_epi32(dots[r], scaled);
+                // Q4_K/Q5_K: min · the block's sum; Q6_K: each half's scale · its sum (every
+                // product within i16 × i16).
+                mins[r] = _mm512_add_epi32(mins[r], _mm512_madd_epi16(sub, _mm512_set1_epi32(*madd_with[r].add(b))));
             }
         }
         let supers = pair.supers.add(sb * 2 * COLS);
@@ -320,6 +325,10 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
         let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(supers.add(COLS).cast()));
         for r in 0..R {
             let act_scale = _mm512_set1_ps(*scales[r].add(sb * SUBS));
+            if HALVES {
+                // The integers' bias of 32, taken off once per super-block.
+                dots[r] = _mm512_sub_epi32(dots[r], _mm512_slli_epi32::<5>(mins[r]));
+            }
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[r]), _mm512_mul_ps(d, act_scale), acc[r]);
             if !HALVES {
                 acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[r]), _mm512_mul_ps(dmin, act_scale), acc[r]);
