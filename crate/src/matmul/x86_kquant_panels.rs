@@ -15,10 +15,13 @@
 //!   sum (its integers are stored biased by 32), multiplies the halves by their signed scales
 //!   and sums those, then adds `d·dx` times that.
 //!
-//! A batch-1 decode reads every byte of a matrix once per token, so the layout keeps the file's
-//! size: 4.625 bits a weight for Q4_K (its 4.5 plus one byte per sub-block where the file packs
-//! scale and min in 12 bits), but 8.56 for Q6_K against the file's 6.56, its six bits taking a
-//! byte each (as Q8_0's panels do) rather than being unpacked from two planes in the tile.
+//! A batch-1 decode reads every byte of a matrix once per token, so the layout keeps near the
+//! file's size: 4.625 bits a weight for Q4_K (its 4.5 plus a byte per sub-block integer where
+//! the file packs them in 6 bits), 6.625 for Q6_K (the file's 6.5625): its low four bits in
+//! nibbles as Q4_K's, its top two bits in planes of their own, put back together in the tile
+//! with a shift, a mask and a `vpternlogd` per 64 values (as bytes, the 1B shape's Q6_K
+//! matrices read 30% more and decoded at the same speed per byte read). Q5_K, rare in
+//! downloads, takes a byte per value (8.625 bits against 5.5).
 
 use std::arch::x86_64::*;
 
@@ -39,9 +42,10 @@ const ACTS_IN_L2: usize = 128 * 1024;
 
 /// A K-quant matrix `(n, k)` repacked, pair by pair of 8-column panels (16 columns, the last
 /// padded with zero columns). For each block of 32 values, a pair holds: its values, in
-/// 64-byte groups, group `i` giving column `c` four bytes at `4c` — values `4i..4i+4` (Q5_K,
-/// Q6_K: eight groups), or values `4i..4i+4` in the low nibbles and `16+4i..` in the high ones
-/// (Q4_K: four groups); 32 bytes of sub-block integers, each column's scale and min (Q6_K: its
+/// 64-byte groups, group `i` giving column `c` four bytes at `4c` — values `4i..4i+4` (Q5_K:
+/// eight groups), or values `4i..4i+4` in the low nibbles and `16+4i..` in the high ones
+/// (Q4_K: four groups; Q6_K: the same of its low four bits, then two groups of top bits,
+/// `packed_byte`); 32 bytes of sub-block integers, each column's scale and min (Q6_K: its
 /// halves' scales) side by side, which widen to one i16 pair per lane; and per super-block of
 /// 256, the 16 columns' `d` then their `dmin`, as the file's f16 bits.
 pub struct KPanels {
@@ -150,7 +154,7 @@ impl KPanels {
                     match self.kind {
                         KQuant::Q4K => tiles::<true, false>(&panel, &at, rows, &mut totals),
                         KQuant::Q5K => tiles::<false, false>(&panel, &at, rows, &mut totals),
-                        KQuant::Q6K => tiles::<false, true>(&panel, &at, rows, &mut totals),
+                        KQuant::Q6K => tiles::<true, true>(&panel, &at, rows, &mut totals),
                     }
                     let width = (last - col).min(COLS);
                     for (r, values) in totals[..rows].iter().enumerate() {
@@ -192,7 +196,8 @@ impl KRows {
 const fn value_bytes(kind: KQuant) -> usize {
     match kind {
         KQuant::Q4K => COLS * BLOCK / 2,
-        _ => COLS * BLOCK,
+        KQuant::Q5K => COLS * BLOCK,
+        KQuant::Q6K => COLS * BLOCK * 3 / 4,
     }
 }
 
@@ -202,19 +207,36 @@ fn lane_bytes(kind: KQuant, c: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..value_bytes(kind) / COLS).map(move |i| (i, i / 4 * 4 * COLS + 4 * c + i % 4))
 }
 
-/// Packed byte `i` of a block of 32 integers: Q4_K's values `i` and `16 + i` as two nibbles.
+/// Packed byte `i` of a block of 32 integers: Q4_K's values `i` and `16 + i` as two nibbles;
+/// Q5_K's value `i`; Q6_K's bytes 0..16 as Q4_K's, of the low four bits, and bytes 16..24 the
+/// top two bits of four values each, `(i − 16) / 4` the half, `i % 4` the value in each of its
+/// four groups, group `g` at bits `2g`.
 fn packed_byte(kind: KQuant, q: &[u8], i: usize) -> u8 {
+    let nibbles = |i: usize| (q[i] & 0x0f) | (q[BLOCK / 2 + i] & 0x0f) << 4;
     match kind {
-        KQuant::Q4K => q[i] | q[BLOCK / 2 + i] << 4,
-        _ => q[i],
+        KQuant::Q4K => nibbles(i),
+        KQuant::Q5K => q[i],
+        KQuant::Q6K if i < BLOCK / 2 => nibbles(i),
+        KQuant::Q6K => (0..4).map(|g| (q[top_bits_value(i, g)] >> 4) << (2 * g)).fold(0, |byte, bits| byte | bits),
     }
 }
 
+/// `packed_byte`'s bits back into `q`, which starts zeroed.
 fn unpack_byte(kind: KQuant, byte: u8, q: &mut [u8], i: usize) {
     match kind {
-        KQuant::Q4K => (q[i], q[BLOCK / 2 + i]) = (byte & 0x0f, byte >> 4),
-        _ => q[i] = byte,
+        KQuant::Q5K => q[i] = byte,
+        KQuant::Q6K if i >= BLOCK / 2 => (0..4).for_each(|g| q[top_bits_value(i, g)] |= (byte >> (2 * g) & 3) << 4),
+        _ => {
+            q[i] |= byte & 0x0f;
+            q[BLOCK / 2 + i] |= byte >> 4;
+        }
     }
+}
+
+/// The value whose top bits Q6_K's packed byte `i` (16..24) keeps at bits `2g`.
+fn top_bits_value(i: usize, g: usize) -> usize {
+    let (half, t) = ((i - BLOCK / 2) / 4, i % 4);
+    half * BLOCK / 2 + 4 * g + t
 }
 
 /// One pair's repacked values, sub-block scales and super-block scales.
@@ -258,13 +280,17 @@ unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Row
 #[inline(always)]
 unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, totals: &mut Totals) {
     let blocks = pair.blocks;
-    let block_bytes = if NIBBLES { COLS * BLOCK / 2 } else { COLS * BLOCK };
+    let block_bytes = match (NIBBLES, HALVES) {
+        (true, true) => COLS * BLOCK * 3 / 4,
+        (true, false) => COLS * BLOCK / 2,
+        _ => COLS * BLOCK,
+    };
     let row = |r: usize| rows.first + r;
     let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[row(r) * rows.acts.k..].as_ptr().cast());
     let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[row(r) * blocks..].as_ptr());
     // The i16 pairs each sub-block's (scale, min) or halves' scales are `madd`ed with.
     let madd_with: [*const i32; R] = std::array::from_fn(|r| if HALVES { rows.halves } else { rows.sums }[row(r) * blocks..].as_ptr());
-    let (low_nibble, high_nibble) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0xf0u8 as i8));
+    let (low_nibble, high_nibble, top_bits) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0xf0u8 as i8), _mm512_set1_epi8(0x30));
     let mut acc = [_mm512_setzero_ps(); R];
     for sb in 0..blocks / SUBS {
         let mut dots = [_mm512_setzero_si512(); R];
@@ -283,9 +309,29 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
             // long a wait on `vpdpbusd`'s latency at batch 1.
             let mut first: [__m512i; R] = [_mm512_setzero_si512(); R];
             let mut second: [__m512i; R] = [_mm512_setzero_si512(); R];
+            // Q6_K: the top two bits of each half's values, group `i` at bits `2i` of each byte.
+            let top = if NIBBLES && HALVES { [group(BLOCK / 8), group(BLOCK / 8 + 1)] } else { [_mm512_setzero_si512(); 2] };
             for i in 0..BLOCK / 8 {
-                // Q4_K's high nibbles stay in place, 16 times their value, until the sum.
-                let (a, c) = if NIBBLES {
+                let (a, c) = if NIBBLES && HALVES {
+                    // Each value's top bits moved to bits 4, 5 of its byte and put under its
+                    // low nibble: `vpternlogd` 0xE4 takes bits where the mask (0x0f) is set
+                    // from the first operand, the rest from the second.
+                    let at_four = |plane: __m512i| {
+                        let moved = match i {
+                            0 => _mm512_slli_epi16::<4>(plane),
+                            1 => _mm512_slli_epi16::<2>(plane),
+                            2 => plane,
+                            _ => _mm512_srli_epi16::<2>(plane),
+                        };
+                        _mm512_and_si512(moved, top_bits)
+                    };
+                    let packed = group(i);
+                    (
+                        _mm512_ternarylogic_epi32::<0xE4>(packed, at_four(top[0]), low_nibble),
+                        _mm512_ternarylogic_epi32::<0xE4>(_mm512_srli_epi16::<4>(packed), at_four(top[1]), low_nibble),
+                    )
+                } else if NIBBLES {
+                    // Q4_K's high nibbles stay in place, 16 times their value, until the sum.
                     let packed = group(i);
                     (_mm512_and_si512(packed, low_nibble), _mm512_and_si512(packed, high_nibble))
                 } else {
@@ -307,7 +353,7 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
                 (scale, scale)
             };
             for r in 0..R {
-                let scaled = if NIBBLES {
+                let scaled = if NIBBLES && !HALVES {
                     _mm512_mullo_epi32(_mm512_add_epi32(first[r], _mm512_srai_epi32::<4>(second[r])), scale_first)
                 } else if HALVES {
                     _mm512_add_epi32(_mm512_mullo_epi32(first[r], scale_first), _mm512_mullo_epi32(second[r], scale_second))
