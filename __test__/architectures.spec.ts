@@ -38,8 +38,12 @@ const TOLERANCE = { exact: 2e-3, quantized: 0.4 }
  * activation; we compute GELU in f32 (we see 2.4e-3). */
 const GPT2_EXACT = 5e-3
 /** Where the greedy runs may split on a quantized file: llama.cpp's own logits for its token and
- * ours within this (we see 0.004 to 0.09). */
-const NEAR_TIE = 0.1
+ * ours within this. llama.cpp's two paths over the same file differ by up to 0.148 on a logit
+ * (TOLERANCE above), so two logits moved that far in opposite directions flip a gap of twice
+ * that; one 8-bit rounding step taken the other way anywhere upstream moves ours as much. We
+ * see splits at gaps of 0.004 to 0.22 (Llama 3.2's, since the K-quant kernels sum a
+ * super-block in integers before one float step, as llama.cpp does). */
+const NEAR_TIE = 0.3
 /** Formats we do not run as the file has them: Q5_1 is re-encoded to Q8_0 for our SIMD kernels
  * (candle has only scalar ones for it), which moves each weight by up to half a Q8_0 step, so
  * greedy agreement is logged there but only the logits tolerance is asserted. */
