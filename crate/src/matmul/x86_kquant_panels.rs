@@ -31,14 +31,13 @@ use super::activations::QuantizedRows;
 use super::formats::BLOCK;
 use super::kquants::{KQuant, SuperBlock, SUBS, SUPER};
 use super::out_columns::OutColumns;
+use super::x86_q8_panels::ACTS_IN_L2;
 
 /// Columns per panel pair: the i32 lanes of one 512-bit vector.
 const COLS: usize = 16;
 /// Activation rows per tile, at most: two dot chains, a super-block's integer sums (two for
 /// Q4_K/Q5_K) and a float total per row stay inside the 32 vector registers.
 const ROWS: usize = 6;
-/// Bytes of activations one pass over a task's panels reads (as the Q8_0 panels').
-const ACTS_IN_L2: usize = 128 * 1024;
 
 /// A K-quant matrix `(n, k)` repacked, pair by pair of 8-column panels (16 columns, the last
 /// padded with zero columns). For each block of 32 values, a pair holds: its values, in

@@ -55,7 +55,7 @@ const VNNI_ROWS: usize = 8;
 /// Bytes of activations one pass over a task's panels reads: a prefill's rows are taken in
 /// chunks that stay in L2 while every panel passes over them (all 512 rows of a 2048-wide
 /// prompt, 1 MiB, came from L3 once per panel pair).
-const ACTS_IN_L2: usize = 128 * 1024;
+pub(super) const ACTS_IN_L2: usize = 128 * 1024;
 
 /// A weight matrix `(n, k)` repacked. Panel p's block b holds, in its i-th 32 bytes, bytes
 /// 4i..4i+4 of the block's values for each of the panel's columns: for Q8_0 (eight vectors)
