@@ -6,22 +6,22 @@
 //! file's: the sub-block's integer scale (and min) multiply its exact integer dot inside the
 //! tile, and only then the super-block's f16 `d` (and `dmin`) and the activations' scale.
 //!
-//! - Q4_K keeps its nibbles (two values a byte, as Q4_0's panels do), Q5_K and Q6_K one value a
-//!   byte, unsigned: the `vpdpbusd` side that must be.
+//! - The values go in unsigned, the `vpdpbusd` side that must be: Q4_K's nibbles two a byte
+//!   (as Q4_0's panels keep them), Q5_K's one a byte, Q6_K's low four bits as Q4_K's nibbles
+//!   and its top two bits in planes of their own, joined in the tile by a shift, a mask and a
+//!   `vpternlogd` per 64 values.
 //! - The activations are rounded with one scale per super-block (`KRows`), so a super-block's
 //!   eight sub-blocks add up in i32 lanes and meet floats once: Q4_K/Q5_K sum `scale · Σ q·a`
 //!   and `min · Σ a` (`Σ a` the activation block's sum), then add `d·dx` times the first and
-//!   take `dmin·dx` times the second off; Q6_K starts each half's dot at −32 × its activations'
-//!   sum (its integers are stored biased by 32), multiplies the halves by their signed scales
-//!   and sums those, then adds `d·dx` times that.
+//!   take `dmin·dx` times the second off; Q6_K sums its halves' `scale · Σ q·a` and
+//!   `scale · Σ a`, takes 32 times the second off the first (its integers are stored biased by
+//!   32) and adds `d·dx` times that.
 //!
-//! A batch-1 decode reads every byte of a matrix once per token, so the layout keeps near the
+//! A batch-1 decode reads every byte of a matrix once per token, so the layout stays near the
 //! file's size: 4.625 bits a weight for Q4_K (its 4.5 plus a byte per sub-block integer where
-//! the file packs them in 6 bits), 6.625 for Q6_K (the file's 6.5625): its low four bits in
-//! nibbles as Q4_K's, its top two bits in planes of their own, put back together in the tile
-//! with a shift, a mask and a `vpternlogd` per 64 values (as bytes, the 1B shape's Q6_K
-//! matrices read 30% more and decoded at the same speed per byte read). Q5_K, rare in
-//! downloads, takes a byte per value (8.625 bits against 5.5).
+//! the file packs them in 6 bits), 6.625 for Q6_K (the file's 6.5625; a byte a value read 30%
+//! more, and a 262144 × 2048 matrix at batch 1 ran at 15.3 GB/s of the file's bytes against
+//! 20.2 now). Q5_K, rare in downloads, takes a byte a value (8.625 bits against 5.5).
 
 use std::arch::x86_64::*;
 
@@ -289,7 +289,6 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
     let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[row(r) * blocks..].as_ptr());
     // The i16 pairs each sub-block's (scale, min) or halves' scales are `madd`ed with.
     let madd_with: [*const i32; R] = std::array::from_fn(|r| if HALVES { rows.halves } else { rows.sums }[row(r) * blocks..].as_ptr());
-    let (low_nibble, high_nibble, top_bits) = (_mm512_set1_epi8(0x0f), _mm512_set1_epi8(0xf0u8 as i8), _mm512_set1_epi8(0x30));
     let mut acc = [_mm512_setzero_ps(); R];
     for sb in 0..blocks / SUBS {
         let mut dots = [_mm512_setzero_si512(); R];
@@ -302,63 +301,21 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
                     _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(blocks * block_bytes + line) as *const i8);
                 }
             }
-            let group = |i: usize| _mm512_loadu_si512(base.add(i * 4 * COLS).cast());
             let four = |r: usize, at: usize| _mm512_set1_epi32(acts[r].add(b * BLOCK + at).cast::<i32>().read_unaligned());
             // Two chains a row (the block's halves, or Q4_K's low and high nibbles): half as
             // long a wait on `vpdpbusd`'s latency at batch 1.
             let mut first: [__m512i; R] = [_mm512_setzero_si512(); R];
             let mut second: [__m512i; R] = [_mm512_setzero_si512(); R];
-            // Q6_K: the top two bits of each half's values, group `i` at bits `2i` of each byte.
-            let top = if NIBBLES && HALVES { [group(BLOCK / 8), group(BLOCK / 8 + 1)] } else { [_mm512_setzero_si512(); 2] };
             for i in 0..BLOCK / 8 {
-                let (a, c) = if NIBBLES && HALVES {
-                    // Each value's top bits moved to bits 4, 5 of its byte and put under its
-                    // low nibble: `vpternlogd` 0xE4 takes bits where the mask (0x0f) is set
-                    // from the first operand, the rest from the second.
-                    let at_four = |plane: __m512i| {
-                        let moved = match i {
-                            0 => _mm512_slli_epi16::<4>(plane),
-                            1 => _mm512_slli_epi16::<2>(plane),
-                            2 => plane,
-                            _ => _mm512_srli_epi16::<2>(plane),
-                        };
-                        _mm512_and_si512(moved, top_bits)
-                    };
-                    let packed = group(i);
-                    (
-                        _mm512_ternarylogic_epi32::<0xE4>(packed, at_four(top[0]), low_nibble),
-                        _mm512_ternarylogic_epi32::<0xE4>(_mm512_srli_epi16::<4>(packed), at_four(top[1]), low_nibble),
-                    )
-                } else if NIBBLES {
-                    // Q4_K's high nibbles stay in place, 16 times their value, until the sum.
-                    let packed = group(i);
-                    (_mm512_and_si512(packed, low_nibble), _mm512_and_si512(packed, high_nibble))
-                } else {
-                    (group(i), group(BLOCK / 8 + i))
-                };
+                let (a, c) = value_groups::<NIBBLES, HALVES>(base, i);
                 for r in 0..R {
                     first[r] = _mm512_dpbusd_epi32(first[r], a, four(r, 4 * i));
                     second[r] = _mm512_dpbusd_epi32(second[r], c, four(r, BLOCK / 2 + 4 * i));
                 }
             }
-            // Each column's two sub-block integers as an i16 pair: Q6_K's signed scales, else
-            // (scale, min), unsigned and below 64.
-            let sub = _mm256_loadu_si256(pair.subs.add(b * 2 * COLS).cast());
-            let sub = if HALVES { _mm512_cvtepi8_epi16(sub) } else { _mm512_cvtepu8_epi16(sub) };
-            let (scale_first, scale_second) = if HALVES {
-                (_mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(sub)), _mm512_srai_epi32::<16>(sub))
-            } else {
-                let scale = _mm512_and_si512(sub, _mm512_set1_epi32(0xffff));
-                (scale, scale)
-            };
+            let (sub, scale_first, scale_second) = sub_block_integers::<HALVES>(pair.subs.add(b * 2 * COLS));
             for r in 0..R {
-                let scaled = if NIBBLES && !HALVES {
-                    _mm512_mullo_epi32(_mm512_add_epi32(first[r], _mm512_srai_epi32::<4>(second[r])), scale_first)
-                } else if HALVES {
-                    _mm512_add_epi32(_mm512_mullo_epi32(first[r], scale_first), _mm512_mullo_epi32(second[r], scale_second))
-                } else {
-                    _mm512_mullo_epi32(_mm512_add_epi32(first[r], second[r]), scale_first)
-                };
+                let scaled = scaled_dot::<NIBBLES, HALVES>(first[r], second[r], scale_first, scale_second);
                 dots[r] = _mm512_add_epi32(dots[r], scaled);
                 // Q4_K/Q5_K: min · the block's sum; Q6_K: each half's scale · its sum (every
                 // product within i16 × i16).
@@ -382,5 +339,67 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
     }
     for r in 0..R {
         _mm512_storeu_ps(totals[r].as_mut_ptr(), acc[r]);
+    }
+}
+
+/// The two vectors of values group `i` of the block at `base` multiplies, first-half values
+/// `4i..4i+4` and second-half `16+4i..`, as unsigned bytes (Q4_K's second: 16 times them).
+#[inline(always)]
+unsafe fn value_groups<const NIBBLES: bool, const HALVES: bool>(base: *const u8, i: usize) -> (__m512i, __m512i) {
+    let group = |i: usize| _mm512_loadu_si512(base.add(i * 4 * COLS).cast());
+    let low_nibble = _mm512_set1_epi8(0x0f);
+    if NIBBLES && HALVES {
+        // Q6_K: each value's top two bits (group `i`'s at bits `2i` of the planes after the
+        // nibbles) moved to bits 4, 5 of its byte and put over its low nibble: `vpternlogd` 0xE4
+        // takes the bits where the mask (0x0f) is set from the first operand, the rest from the
+        // second.
+        let at_four = |plane: __m512i| {
+            let moved = match i {
+                0 => _mm512_slli_epi16::<4>(plane),
+                1 => _mm512_slli_epi16::<2>(plane),
+                2 => plane,
+                _ => _mm512_srli_epi16::<2>(plane),
+            };
+            _mm512_and_si512(moved, _mm512_set1_epi8(0x30))
+        };
+        let packed = group(i);
+        (
+            _mm512_ternarylogic_epi32::<0xE4>(packed, at_four(group(BLOCK / 8)), low_nibble),
+            _mm512_ternarylogic_epi32::<0xE4>(_mm512_srli_epi16::<4>(packed), at_four(group(BLOCK / 8 + 1)), low_nibble),
+        )
+    } else if NIBBLES {
+        // Q4_K's high nibbles stay in place, 16 times their value, until `scaled_dot`.
+        let packed = group(i);
+        (_mm512_and_si512(packed, low_nibble), _mm512_and_si512(packed, _mm512_set1_epi8(0xf0u8 as i8)))
+    } else {
+        (group(i), group(BLOCK / 8 + i))
+    }
+}
+
+/// A block's two sub-block integers per column, from its 32 bytes at `at`, as an i16 pair per
+/// lane (Q6_K's signed scales, else (scale, min), unsigned and below 64), and as i32 lanes the
+/// scales `scaled_dot` multiplies by.
+#[inline(always)]
+unsafe fn sub_block_integers<const HALVES: bool>(at: *const u8) -> (__m512i, __m512i, __m512i) {
+    let bytes = _mm256_loadu_si256(at.cast());
+    if HALVES {
+        let sub = _mm512_cvtepi8_epi16(bytes);
+        (sub, _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(sub)), _mm512_srai_epi32::<16>(sub))
+    } else {
+        let sub = _mm512_cvtepu8_epi16(bytes);
+        let scale = _mm512_and_si512(sub, _mm512_set1_epi32(0xffff));
+        (sub, scale, scale)
+    }
+}
+
+/// A row's block: its two chains' dots, each half times its scale (Q6_K), or their sum times
+/// the sub-block's scale.
+#[inline(always)]
+unsafe fn scaled_dot<const NIBBLES: bool, const HALVES: bool>(first: __m512i, second: __m512i, scale_first: __m512i, scale_second: __m512i) -> __m512i {
+    if HALVES {
+        _mm512_add_epi32(_mm512_mullo_epi32(first, scale_first), _mm512_mullo_epi32(second, scale_second))
+    } else {
+        let second = if NIBBLES { _mm512_srai_epi32::<4>(second) } else { second };
+        _mm512_mullo_epi32(_mm512_add_epi32(first, second), scale_first)
     }
 }
