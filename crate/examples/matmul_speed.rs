@@ -19,8 +19,10 @@ fn main() -> kvengine::Result<()> {
     let activations = if std::env::args().any(|a| a == "q8") { Activations::Q8 } else { Activations::F32 };
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0).collect();
     let x: Vec<f32> = (0..m * k).map(|i| ((i * 104_729) % 2001) as f32 / 1000.0 - 1.0).collect();
-    let named: Vec<GgmlDType> =
-        [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K].into_iter().filter(|d| std::env::args().any(|a| a == format!("{d:?}"))).collect();
+    let named: Vec<GgmlDType> = [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K]
+        .into_iter()
+        .filter(|d| std::env::args().any(|a| a == format!("{d:?}")))
+        .collect();
     let dtypes = if named.is_empty() { vec![GgmlDType::Q8_0, GgmlDType::Q4_0] } else { named };
     for dtype in dtypes {
         let q = Arc::new(QTensor::quantize(&Tensor::from_vec(w.clone(), (n, k), &Device::Cpu)?, dtype)?);

@@ -119,7 +119,8 @@ fn q6k_extremes_stay_exact() {
         };
         kind.encode(&block, out);
     }
-    let tensor = Arc::new(candle_core::quantized::ggml_file::qtensor_from_ggml(GgmlDType::Q6K, &file, vec![n, k], &Device::Cpu).expect("tensor"));
+    let tensor =
+        Arc::new(candle_core::quantized::ggml_file::qtensor_from_ggml(GgmlDType::Q6K, &file, vec![n, k], &Device::Cpu).expect("tensor"));
     let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
     let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("panels");
     let ours = matrix.forward(&x, m).expect("forward");
@@ -137,7 +138,8 @@ fn kquant_panels_share_a_call_and_give_back_the_files_bytes() {
         return;
     }
     let (m, k) = (3, 512);
-    let tensors: Vec<Arc<QTensor>> = [GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q5K].iter().map(|&d| quantized(d, 40, k)).collect();
+    let tensors: Vec<Arc<QTensor>> =
+        [GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q5K].iter().map(|&d| quantized(d, 40, k)).collect();
     let matrices: Vec<QuantMatrix> = tensors.iter().map(|t| QuantMatrix::new(t.clone(), Activations::Q8).expect("panels")).collect();
     let x = noise(5, m * k);
     let together = QuantMatrix::forward_many(&matrices.iter().collect::<Vec<_>>(), &x, &RowRuns::uniform(m)).expect("forward");

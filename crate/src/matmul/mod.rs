@@ -126,7 +126,12 @@ impl QuantMatrix {
             #[allow(unreachable_patterns)]
             _ => {
                 let dims = vec![self.n, self.k];
-                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(self.format.dtype(), &self.file_bytes()?, dims, &candle_core::Device::Cpu)?;
+                let tensor = candle_core::quantized::ggml_file::qtensor_from_ggml(
+                    self.format.dtype(),
+                    &self.file_bytes()?,
+                    dims,
+                    &candle_core::Device::Cpu,
+                )?;
                 Ok(Arc::new(tensor))
             }
         }
@@ -178,7 +183,9 @@ impl QuantMatrix {
         let widened = if wide && !tiles && !panels { rounded.as_ref().map(QuantizedRows::dequantize) } else { None };
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
         let offsets = match &rounded {
-            Some(rounded) if panels => x86_q8_panels::offsets(rounded, matrices.iter().any(|w| w.format == Format::Blocks(WeightFormat::Q4_0))),
+            Some(rounded) if panels => {
+                x86_q8_panels::offsets(rounded, matrices.iter().any(|w| w.format == Format::Blocks(WeightFormat::Q4_0)))
+            }
             _ => Vec::new(),
         };
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]

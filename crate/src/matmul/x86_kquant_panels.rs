@@ -99,7 +99,8 @@ impl KPanels {
             let subs = &self.subs[pair * self.blocks * 2 * COLS..];
             let supers = &self.supers[pair * self.blocks / SUBS * 2 * COLS..];
             for (sb, out) in row.chunks_exact_mut(kind.block_bytes()).enumerate() {
-                let mut block = SuperBlock { d: supers[sb * 2 * COLS + c], dmin: supers[sb * 2 * COLS + COLS + c], q: [0; SUPER], sub: [[0; 2]; SUBS] };
+                let mut block =
+                    SuperBlock { d: supers[sb * 2 * COLS + c], dmin: supers[sb * 2 * COLS + COLS + c], q: [0; SUPER], sub: [[0; 2]; SUBS] };
                 for s in 0..SUBS {
                     let b = sb * SUBS + s;
                     block.sub[s] = [subs[b * 2 * COLS + 2 * c], subs[b * 2 * COLS + 2 * c + 1]];
@@ -395,7 +396,12 @@ unsafe fn sub_block_integers<const HALVES: bool>(at: *const u8) -> (__m512i, __m
 /// A row's block: its two chains' dots, each half times its scale (Q6_K), or their sum times
 /// the sub-block's scale.
 #[inline(always)]
-unsafe fn scaled_dot<const NIBBLES: bool, const HALVES: bool>(first: __m512i, second: __m512i, scale_first: __m512i, scale_second: __m512i) -> __m512i {
+unsafe fn scaled_dot<const NIBBLES: bool, const HALVES: bool>(
+    first: __m512i,
+    second: __m512i,
+    scale_first: __m512i,
+    scale_second: __m512i,
+) -> __m512i {
     if HALVES {
         _mm512_add_epi32(_mm512_mullo_epi32(first, scale_first), _mm512_mullo_epi32(second, scale_second))
     } else {
