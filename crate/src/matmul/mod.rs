@@ -6,7 +6,8 @@
 //! rounding, not by 8-bit steps; a model loaded with `Activations::Q8` rounds them to 8-bit
 //! blocks as llama.cpp does (`activations.rs`). candle's own quantized matmul stays the slow
 //! reference (see `model/reference.rs`). K-quant matrices (Q4_K, Q5_K, Q6_K) run only with
-//! 8-bit activations on AVX-512 VNNI, repacked into panels (`x86_kquant_panels.rs`); elsewhere
+//! 8-bit activations on x86 CPUs without AMX, repacked into panels (`x86_kquant_panels.rs`,
+//! with a `vpdpbusd` tile on AVX-512 VNNI and a `maddubs` one on AVX2); elsewhere
 //! they stay on candle's matmul.
 
 mod activations;
@@ -21,6 +22,8 @@ mod out_columns;
 mod x86;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_avx512;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod x86_kquant_avx2;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_kquant_panels;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -71,7 +74,7 @@ enum Stored {
 
 impl QuantMatrix {
     /// `None` when the tensor's format has no kernel here (the caller keeps candle's): K-quants
-    /// run only as 8-bit panels on AVX-512 VNNI.
+    /// run only as 8-bit panels (`q8_panels()`).
     pub fn new(tensor: Arc<QTensor>, activations: Activations) -> Option<Self> {
         let format = Format::of(tensor.dtype())?;
         let (n, k) = tensor.shape().dims2().ok()?;
@@ -83,7 +86,7 @@ impl QuantMatrix {
         let activations = if format == Format::Blocks(WeightFormat::F32) { Activations::F32 } else { activations };
         let stored = match (activations, format) {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Activations::Q8, Format::K(kind)) if q8_panels() && vnni() => {
+            (Activations::Q8, Format::K(kind)) if q8_panels() => {
                 Stored::KPanels(x86_kquant_panels::KPanels::pack(kind, &tensor.data().ok()?, n, k))
             }
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]

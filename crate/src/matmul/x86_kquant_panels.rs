@@ -1,5 +1,5 @@
-//! K-quant matrices (Q4_K, Q5_K, Q6_K) on the 8-bit road of AVX-512 VNNI CPUs, on both roads,
-//! repacked once at load. The shape is the Q8_0/Q4_0 pair tile's (`x86_q8_panels.rs`): sixteen
+//! K-quant matrices (Q4_K, Q5_K, Q6_K) on the 8-bit road, on both roads, repacked once at
+//! load; the tile here is AVX-512 VNNI's, AVX2 CPUs take `x86_kquant_avx2.rs` on the same panels. The shape is the Q8_0/Q4_0 pair tile's (`x86_q8_panels.rs`): sixteen
 //! columns side by side, four consecutive values of each column per 32-bit lane, so one
 //! `vpdpbusd` multiplies four activation bytes, broadcast, into all sixteen columns' sums. What
 //! differs is how a sub-block of 32 values is scaled, which is what keeps every weight the
@@ -32,9 +32,10 @@ use super::formats::BLOCK;
 use super::kquants::{KQuant, SuperBlock, SUBS, SUPER};
 use super::out_columns::OutColumns;
 use super::x86_q8_panels::ACTS_IN_L2;
+use super::{vnni, x86_kquant_avx2};
 
 /// Columns per panel pair: the i32 lanes of one 512-bit vector.
-const COLS: usize = 16;
+pub(super) const COLS: usize = 16;
 /// Activation rows per tile, at most: two dot chains, a super-block's integer sums (two for
 /// Q4_K/Q5_K) and a float total per row stay inside the 32 vector registers.
 const ROWS: usize = 6;
@@ -117,11 +118,19 @@ impl KPanels {
     }
 
     /// `out` (`m × (last − first)`) = `rows` (`m` rows, 8-bit) · Wᵀ for weight rows
-    /// `first..last`, `first` a multiple of 16.
+    /// `first..last`, `first` a multiple of 16, on this CPU's tile (`vnni()`).
     ///
     /// # Safety
-    /// No other thread may write `out`'s values during the call; the CPU has AVX-512 VNNI.
+    /// No other thread may write `out`'s values during the call; the CPU has AVX2.
     pub unsafe fn run(&self, first: usize, last: usize, rows: &KRows, m: usize, out: OutColumns) {
+        self.run_on(if vnni() { Tile::Vnni } else { Tile::Avx2 }, first, last, rows, m, out)
+    }
+
+    /// `run` on the tile given.
+    ///
+    /// # Safety
+    /// As `run`; for `Tile::Vnni`, the CPU has AVX-512 VNNI.
+    pub unsafe fn run_on(&self, tile: Tile, first: usize, last: usize, rows: &KRows, m: usize, out: OutColumns) {
         let KRows { rows: acts, sums, halves } = rows;
         let blocks = self.blocks;
         assert!(
@@ -135,10 +144,11 @@ impl KPanels {
             acts.holds(m, blocks * BLOCK) && sums.len() >= m * blocks && (!q6 || halves.len() >= m * blocks),
             "8-bit activations short of {m} rows"
         );
-        let chunk = (ACTS_IN_L2 / acts.k).max(ROWS);
+        let tallest = if tile == Tile::Vnni { ROWS } else { x86_kquant_avx2::ROWS };
+        let chunk = (ACTS_IN_L2 / acts.k).max(tallest);
         for chunk_first in (0..m).step_by(chunk) {
             let chunk_rows = chunk_first..(chunk_first + chunk).min(m);
-            let height = chunk_rows.len().div_ceil(chunk_rows.len().div_ceil(ROWS));
+            let height = chunk_rows.len().div_ceil(chunk_rows.len().div_ceil(tallest));
             for col in (first..last).step_by(COLS) {
                 let pair = col / COLS;
                 let panel = Pair {
@@ -151,10 +161,13 @@ impl KPanels {
                     let rows = (chunk_rows.end - row).min(height);
                     let at = Rows { acts, sums, halves, first: row };
                     let mut totals = [[0.0f32; COLS]; ROWS];
-                    match self.kind {
-                        KQuant::Q4K => tiles::<true, false>(&panel, &at, rows, &mut totals),
-                        KQuant::Q5K => tiles::<false, false>(&panel, &at, rows, &mut totals),
-                        KQuant::Q6K => tiles::<true, true>(&panel, &at, rows, &mut totals),
+                    match (tile, self.kind) {
+                        (Tile::Vnni, KQuant::Q4K) => tiles::<true, false>(&panel, &at, rows, &mut totals),
+                        (Tile::Vnni, KQuant::Q5K) => tiles::<false, false>(&panel, &at, rows, &mut totals),
+                        (Tile::Vnni, KQuant::Q6K) => tiles::<true, true>(&panel, &at, rows, &mut totals),
+                        (Tile::Avx2, KQuant::Q4K) => x86_kquant_avx2::tiles::<true, false>(&panel, &at, rows, &mut totals),
+                        (Tile::Avx2, KQuant::Q5K) => x86_kquant_avx2::tiles::<false, false>(&panel, &at, rows, &mut totals),
+                        (Tile::Avx2, KQuant::Q6K) => x86_kquant_avx2::tiles::<true, true>(&panel, &at, rows, &mut totals),
                     }
                     let width = (last - col).min(COLS);
                     for (r, values) in totals[..rows].iter().enumerate() {
@@ -164,6 +177,14 @@ impl KPanels {
             }
         }
     }
+}
+
+/// Which tile multiplies the panels: `vpdpbusd` on AVX-512 VNNI, or `maddubs` and `madd` on AVX2
+/// (`x86_kquant_avx2.rs`). Both give the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tile {
+    Vnni,
+    Avx2,
 }
 
 /// What K-quant panels multiply: activation rows rounded with a scale per 256 values
@@ -240,22 +261,32 @@ fn top_bits_value(i: usize, g: usize) -> usize {
 }
 
 /// One pair's repacked values, sub-block scales and super-block scales.
-struct Pair {
-    values: *const u8,
-    subs: *const u8,
-    supers: *const u16,
-    blocks: usize,
+pub(super) struct Pair {
+    pub values: *const u8,
+    pub subs: *const u8,
+    pub supers: *const u16,
+    pub blocks: usize,
 }
 
 /// The activation rows of one tile, from `first`.
-struct Rows<'a> {
-    acts: &'a QuantizedRows,
-    sums: &'a [i32],
-    halves: &'a [i32],
-    first: usize,
+pub(super) struct Rows<'a> {
+    pub acts: &'a QuantizedRows,
+    pub sums: &'a [i32],
+    pub halves: &'a [i32],
+    pub first: usize,
 }
 
-type Totals = [[f32; COLS]; ROWS];
+pub(super) type Totals = [[f32; COLS]; ROWS];
+
+/// Bytes of one pair's block of values, by the tiles' parameters (`value_bytes`).
+#[inline(always)]
+pub(super) const fn block_bytes<const NIBBLES: bool, const HALVES: bool>() -> usize {
+    value_bytes(match (NIBBLES, HALVES) {
+        (true, true) => KQuant::Q6K,
+        (true, false) => KQuant::Q4K,
+        _ => KQuant::Q5K,
+    })
+}
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, count: usize, totals: &mut Totals) {
@@ -280,11 +311,7 @@ unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Row
 #[inline(always)]
 unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, totals: &mut Totals) {
     let blocks = pair.blocks;
-    let block_bytes = match (NIBBLES, HALVES) {
-        (true, true) => COLS * BLOCK * 3 / 4,
-        (true, false) => COLS * BLOCK / 2,
-        _ => COLS * BLOCK,
-    };
+    let block_bytes = block_bytes::<NIBBLES, HALVES>();
     let row = |r: usize| rows.first + r;
     let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[row(r) * rows.acts.k..].as_ptr().cast());
     let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[row(r) * blocks..].as_ptr());
