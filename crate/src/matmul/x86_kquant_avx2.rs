@@ -60,36 +60,30 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
                 }
             }
             let four = |r: usize, at: usize| _mm256_set1_epi32(acts[r].add(b * BLOCK + at).cast::<i32>().read_unaligned());
-            let subs: [_; 2] = std::array::from_fn(|h| sub_block_integers::<HALVES>(pair.subs.add(b * 2 * COLS + 2 * HALF * h)));
-            // i16 partial sums of each row and half: the block's first and second 16 values.
-            let mut first = [[_mm256_setzero_si256(); 2]; R];
-            let mut second = [[_mm256_setzero_si256(); 2]; R];
-            for i in 0..BLOCK / 8 {
-                let values: [_; 2] = std::array::from_fn(|h| value_groups::<NIBBLES, HALVES>(base.add(4 * HALF * h), i));
-                for r in 0..R {
-                    let (a, c) = (four(r, 4 * i), four(r, BLOCK / 2 + 4 * i));
-                    for h in 0..2 {
-                        first[r][h] = _mm256_add_epi16(first[r][h], _mm256_maddubs_epi16(values[h].0, a));
-                        second[r][h] = _mm256_add_epi16(second[r][h], _mm256_maddubs_epi16(values[h].1, c));
+            // One half of the columns at a time: its i16 partials, the block's first and
+            // second 16 values per row, stay in registers four rows tall.
+            for h in 0..2 {
+                let (sub, scale_first, scale_second) = sub_block_integers::<HALVES>(pair.subs.add(b * 2 * COLS + 2 * HALF * h));
+                let mut first = [_mm256_setzero_si256(); R];
+                let mut second = [_mm256_setzero_si256(); R];
+                for i in 0..BLOCK / 8 {
+                    let (low, high) = value_groups::<NIBBLES, HALVES>(base.add(4 * HALF * h), i);
+                    for r in 0..R {
+                        first[r] = _mm256_add_epi16(first[r], _mm256_maddubs_epi16(low, four(r, 4 * i)));
+                        second[r] = _mm256_add_epi16(second[r], _mm256_maddubs_epi16(high, four(r, BLOCK / 2 + 4 * i)));
                         // Q6_K's lanes are full after two groups (see the module's note).
                         if HALVES && i % 2 == 1 {
-                            let (_, scale_first, scale_second) = subs[h];
-                            let scaled = widen(first[r][h], second[r][h], scale_first, scale_second);
-                            dots[r][h] = _mm256_add_epi32(dots[r][h], scaled);
-                            (first[r][h], second[r][h]) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                            dots[r][h] = _mm256_add_epi32(dots[r][h], widen(first[r], second[r], scale_first, scale_second));
+                            (first[r], second[r]) = (_mm256_setzero_si256(), _mm256_setzero_si256());
                         }
                     }
                 }
-            }
-            for r in 0..R {
-                let with = _mm256_set1_epi32(*madd_with[r].add(b));
-                for h in 0..2 {
-                    let (sub, scale_first, scale_second) = subs[h];
+                for r in 0..R {
                     if !HALVES {
-                        // Q4_K/Q5_K: both halves under the sub-block's one scale.
-                        dots[r][h] = _mm256_add_epi32(dots[r][h], widen(first[r][h], second[r][h], scale_first, scale_second));
+                        // Q4_K/Q5_K: both halves of the block under the sub-block's one scale.
+                        dots[r][h] = _mm256_add_epi32(dots[r][h], widen(first[r], second[r], scale_first, scale_second));
                     }
-                    mins[r][h] = _mm256_add_epi32(mins[r][h], _mm256_madd_epi16(sub, with));
+                    mins[r][h] = _mm256_add_epi32(mins[r][h], _mm256_madd_epi16(sub, _mm256_set1_epi32(*madd_with[r].add(b))));
                 }
             }
         }
