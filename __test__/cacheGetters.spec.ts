@@ -63,13 +63,16 @@ test.serial('every getter answers within 50 ms while a 1,500-token prefill runs,
   t.true(passMs > 10 * LIMIT_MS, `the pass took ${passMs.toFixed(0)} ms: too short to show anything`)
   t.true(reads >= 10, `only ${reads} reads during the pass`)
   t.true(worst < LIMIT_MS, `a read took ${worst.toFixed(1)} ms`)
-  // Until the pass commits, the getters show the cache as it was: no half-written lengths, and
-  // the growth to 2048 positions that the pass made shows only once it has finished.
-  t.deepEqual(seen, [before])
   const after = read(cache)
   t.deepEqual(after.seqlens, [long.length, short.length])
   t.is(after.capacity, 2048)
   t.is(after.sizeBytes, model.cacheBytes(2, 2048))
+  // Until the pass commits, the getters show the cache as it was: no half-written lengths, and
+  // the growth to 2048 positions that the pass made shows only once it has committed. The
+  // commit happens on the worker thread, a moment before the promise settles on this one, so a
+  // last read may already see the state after it; nothing in between.
+  t.deepEqual(seen[0], before)
+  t.true(seen.length <= 2 && (seen.length === 1 || JSON.stringify(seen[1]) === JSON.stringify(after)), `states seen during the pass: ${JSON.stringify(seen)}`)
   cache.dispose()
 })
 
