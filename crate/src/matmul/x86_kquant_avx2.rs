@@ -44,10 +44,7 @@ pub(super) unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair,
 unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, totals: &mut Totals) {
     let blocks = pair.blocks;
     let block_bytes = block_bytes::<NIBBLES, HALVES>();
-    let row = |r: usize| rows.first + r;
-    let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[row(r) * rows.acts.k..].as_ptr().cast());
-    let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[row(r) * blocks..].as_ptr());
-    let madd_with: [*const i32; R] = std::array::from_fn(|r| if HALVES { rows.halves } else { rows.sums }[row(r) * blocks..].as_ptr());
+    let (acts, scales, madd_with) = rows.starts::<R, HALVES>(blocks);
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
     for sb in 0..blocks / SUBS {
         let mut dots = [[_mm256_setzero_si256(); 2]; R];

@@ -278,6 +278,21 @@ pub(super) struct Rows<'a> {
 
 pub(super) type Totals = [[f32; COLS]; ROWS];
 
+impl Rows<'_> {
+    /// Where each of a tile's `R` rows starts: its 8-bit values, its scales, and the i16 pairs
+    /// each sub-block's (scale, min) or halves' scales are `madd`ed with.
+    #[inline(always)]
+    pub(super) fn starts<const R: usize, const HALVES: bool>(&self, blocks: usize) -> ([*const u8; R], [*const f32; R], [*const i32; R]) {
+        let row = |r: usize| self.first + r;
+        let pairs = if HALVES { self.halves } else { self.sums };
+        (
+            std::array::from_fn(|r| self.acts.values[row(r) * self.acts.k..].as_ptr().cast()),
+            std::array::from_fn(|r| self.acts.scales[row(r) * blocks..].as_ptr()),
+            std::array::from_fn(|r| pairs[row(r) * blocks..].as_ptr()),
+        )
+    }
+}
+
 /// Bytes of one pair's block of values, by the tiles' parameters (`value_bytes`).
 #[inline(always)]
 pub(super) const fn block_bytes<const NIBBLES: bool, const HALVES: bool>() -> usize {
@@ -312,11 +327,7 @@ unsafe fn tiles<const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Row
 unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &Pair, rows: &Rows, totals: &mut Totals) {
     let blocks = pair.blocks;
     let block_bytes = block_bytes::<NIBBLES, HALVES>();
-    let row = |r: usize| rows.first + r;
-    let acts: [*const u8; R] = std::array::from_fn(|r| rows.acts.values[row(r) * rows.acts.k..].as_ptr().cast());
-    let scales: [*const f32; R] = std::array::from_fn(|r| rows.acts.scales[row(r) * blocks..].as_ptr());
-    // The i16 pairs each sub-block's (scale, min) or halves' scales are `madd`ed with.
-    let madd_with: [*const i32; R] = std::array::from_fn(|r| if HALVES { rows.halves } else { rows.sums }[row(r) * blocks..].as_ptr());
+    let (acts, scales, madd_with) = rows.starts::<R, HALVES>(blocks);
     let mut acc = [_mm512_setzero_ps(); R];
     for sb in 0..blocks / SUBS {
         let mut dots = [_mm512_setzero_si512(); R];
