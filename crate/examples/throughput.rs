@@ -10,6 +10,12 @@ use kvengine::LogitsFor;
 static ALLOCATOR: kvengine::Allocator = kvengine::Allocator;
 
 fn main() -> kvengine::Result<()> {
+    // On a pool thread, as the Node binding runs its passes (`pass_queue.rs`): from outside the
+    // pool every parallel region would also pay to wake this thread when it ends.
+    rayon::scope(|_| measure())
+}
+
+fn measure() -> kvengine::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let path = PathBuf::from(args.get(1).map(String::as_str).unwrap_or("models/SmolLM2-135M-Instruct.Q8_0.gguf"));
     let arg = |i: usize, default: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default);

@@ -8,6 +8,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{Error, Result};
+use crate::matmul::Activations;
 
 #[derive(Clone)]
 pub enum Weight {
@@ -61,13 +62,16 @@ impl Weight {
     /// Block formats that only have candle's scalar kernels (Q4_1, Q5_0, Q5_1) re-encoded as
     /// Q8_0, which our SIMD kernels run: the default model ships as Q4_1, and eight bits hold its
     /// sixteen levels per block with far less rounding than the model already has. Q5_0 keeps
-    /// its own scale and integers (`q5_0_as_q8_0`), so it changes no weight at all. Full-precision
+    /// its own scale and integers (`q5_0_as_q8_0`), so it changes no weight at all; where our
+    /// panels multiply it in its own 5 bits (`matmul::q5_0_panels`, with 8-bit `activations`)
+    /// it stays as it is, read at 5.5 bits a weight, not 8.5. Full-precision
     /// matrices become candle's F32 blocks, which our kernels also read in place: candle's own
     /// f32 matmul ran a batch of 8 rows about 6× slower than one (SmolLM2 F32, 140 against 22 ms
     /// a step).
-    pub fn for_kernels(self) -> Result<Self> {
+    pub fn for_kernels(self, activations: Activations) -> Result<Self> {
+        let q5_0_panels = activations == Activations::Q8 && crate::matmul::q5_0_panels();
         match self {
-            Self::Quantized(q) if q.dtype() == GgmlDType::Q5_0 => {
+            Self::Quantized(q) if q.dtype() == GgmlDType::Q5_0 && !q5_0_panels => {
                 let bytes = q5_0_as_q8_0(&q.data()?)?;
                 Ok(Self::Quantized(Arc::new(qtensor_from_ggml(GgmlDType::Q8_0, &bytes, q.shape().dims().to_vec(), &Device::Cpu)?)))
             }
@@ -140,7 +144,7 @@ impl Weight {
 /// fits an i8, so the re-encoding is exact, where dequantizing and quantizing again would pick a
 /// new scale (amax/127) and round every weight once more (Gemma 3's Q4_K_M file holds its
 /// Q/K/gate/up matrices as Q5_0). 34 bytes per block against 22: +55% for those matrices.
-fn q5_0_as_q8_0(blocks: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn q5_0_as_q8_0(blocks: &[u8]) -> Result<Vec<u8>> {
     const IN: usize = 22;
     if !blocks.len().is_multiple_of(IN) {
         return Err(Error::corrupt(format!("Q5_0 data of {} bytes is not whole 22-byte blocks", blocks.len())));
@@ -210,7 +214,7 @@ mod tests {
         let values: Vec<f32> = (0..4 * 256).map(|i| ((i * 7919) % 1000) as f32 / 250.0 - 2.0).collect();
         let dense = candle_core::Tensor::from_vec(values, (4, 256), &Device::Cpu).unwrap();
         let q5 = QTensor::quantize(&dense, GgmlDType::Q5_0).unwrap();
-        let q8 = match Weight::Quantized(Arc::new(q5)).for_kernels().unwrap() {
+        let q8 = match Weight::Quantized(Arc::new(q5)).for_kernels(Activations::F32).unwrap() {
             Weight::Quantized(q) => q,
             Weight::Dense(_) => panic!("Q5_0 became dense"),
         };

@@ -85,14 +85,21 @@ impl WeightFormat {
     }
 }
 
-/// The file's format of a matrix: blocks of 32 that the tiles read in place, or K-quant
-/// super-blocks, which only run repacked into panels (`x86_kquant_panels.rs`).
+/// The file's format of a matrix: blocks of 32 that the tiles read in place; Q5_0's blocks of
+/// 32, which only run repacked into 8-bit panels (`x86_q8_panels.rs`); or K-quant super-blocks,
+/// which only run repacked into panels of their own (`x86_kquant_panels.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Format {
     Blocks(WeightFormat),
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    Q5_0,
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
     K(super::kquants::KQuant),
 }
+
+/// Bytes of one Q5_0 block: an f16 scale, the fifth bits of its 32 values, 16 bytes of nibbles.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub(super) const Q5_0_BLOCK_BYTES: usize = 2 + 4 + BLOCK / 2;
 
 impl Format {
     pub(super) fn of(dtype: GgmlDType) -> Option<Self> {
@@ -101,6 +108,9 @@ impl Format {
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
         {
             format = format.or(super::kquants::KQuant::of(dtype).map(Self::K));
+            if dtype == GgmlDType::Q5_0 {
+                format = Some(Self::Q5_0);
+            }
         }
         format
     }
@@ -108,6 +118,8 @@ impl Format {
     pub(super) fn dtype(self) -> GgmlDType {
         match self {
             Self::Blocks(format) => format.dtype(),
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::Q5_0 => GgmlDType::Q5_0,
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             Self::K(kind) => kind.dtype(),
         }
@@ -117,6 +129,8 @@ impl Format {
         match self {
             Self::Blocks(format) => format.row_bytes(k),
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            Self::Q5_0 => k / BLOCK * Q5_0_BLOCK_BYTES,
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             Self::K(kind) => kind.row_bytes(k),
         }
     }
@@ -124,9 +138,9 @@ impl Format {
     /// Values per block: rows are whole blocks.
     pub(super) fn block_values(self) -> usize {
         match self {
-            Self::Blocks(_) => BLOCK,
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             Self::K(_) => super::kquants::SUPER,
+            _ => BLOCK,
         }
     }
 }

@@ -8,7 +8,8 @@
 //! reference (see `model/reference.rs`). K-quant matrices (Q4_K, Q5_K, Q6_K) run only with
 //! 8-bit activations on x86 CPUs without AMX, repacked into panels (`x86_kquant_panels.rs`,
 //! with a `vpdpbusd` tile on AVX-512 VNNI and a `maddubs` one on AVX2); elsewhere
-//! they stay on candle's matmul.
+//! they stay on candle's matmul. Q5_0 runs in its 5 bits in the 8-bit panels' AVX2 tile
+//! (`q5_0_panels`); elsewhere it is widened to Q8_0 at load, exactly (`Weight::for_kernels`).
 
 mod activations;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -26,6 +27,8 @@ mod x86_avx512;
 mod x86_kquant_avx2;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_kquant_panels;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod x86_q8_pair512;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod x86_q8_panels;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -92,9 +95,16 @@ impl QuantMatrix {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (_, Format::K(_)) => return None,
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Activations::Q8, Format::Blocks(format)) if q8_panels() => {
-                Stored::Panels(x86_q8_panels::Q8Panels::pack(format, &tensor.data().ok()?, n, k))
+            (Activations::Q8, Format::Q5_0) if q5_0_panels() => {
+                Stored::Panels(x86_q8_panels::Q8Panels::pack(x86_q8_panels::PanelFormat::Q5_0, &tensor.data().ok()?, n, k))
             }
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            (_, Format::Q5_0) => return None,
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+            (Activations::Q8, Format::Blocks(format)) if q8_panels() => match x86_q8_panels::PanelFormat::of(Format::Blocks(format)) {
+                Some(panel_format) => Stored::Panels(x86_q8_panels::Q8Panels::pack(panel_format, &tensor.data().ok()?, n, k)),
+                None => Stored::File(tensor),
+            },
             _ => Stored::File(tensor),
         };
         Some(Self { stored, format, n, k, activations })
@@ -187,7 +197,8 @@ impl QuantMatrix {
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
         let offsets = match &rounded {
             Some(rounded) if panels => {
-                x86_q8_panels::offsets(rounded, matrices.iter().any(|w| w.format == Format::Blocks(WeightFormat::Q4_0)))
+                let nibbles = |w: &&QuantMatrix| matches!(w.format, Format::Blocks(WeightFormat::Q4_0) | Format::Q5_0);
+                x86_q8_panels::offsets(rounded, matrices.iter().any(nibbles))
             }
             _ => Vec::new(),
         };
@@ -238,7 +249,7 @@ impl QuantMatrix {
                         }
                     }
                     #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-                    (_, _, Format::K(_)) => unreachable!("K-quant matrices are panels (QuantMatrix::new)"),
+                    (_, _, Format::K(_) | Format::Q5_0) => unreachable!("K-quant and Q5_0 matrices are panels (QuantMatrix::new)"),
                 }
             }
         });
@@ -349,6 +360,13 @@ pub fn q8_panels() -> bool {
     return kernel() != Kernel::Portable && !amx();
     #[allow(unreachable_code)]
     false
+}
+
+/// Whether Q5_0 matrices with 8-bit activations are kept in their 5 bits, in panels: on the
+/// panels' AVX2 tile (`x86_q8_panels.rs`). Elsewhere (AMX, the VNNI road, other CPUs) they are
+/// widened to Q8_0 at load (`Weight::for_kernels`).
+pub fn q5_0_panels() -> bool {
+    q8_panels() && !vnni()
 }
 
 /// The activations a narrow call multiplies.

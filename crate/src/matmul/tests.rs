@@ -255,3 +255,63 @@ fn panels_give_back_the_files_blocks() {
         assert!(matrix.file_tensor().expect("rebuilt").data().expect("data") == file, "{dtype:?} {n}x{k}: the rebuilt tensor differs");
     }
 }
+
+/// Q5_0 kept in its 5 bits (`q5_0_panels`): every row count computes, bit for bit, what the
+/// definition does on the same integers and scales widened to Q8_0 (`q5_0_as_q8_0`, itself
+/// checked against candle's dequantizer), and about what candle's own Q5_0 product does; so do
+/// the integers at both ends (fifth bits all set, w − 16 = 15, and all clear, −16, where the
+/// i16 sums come nearest to overflowing) times activations at ±127; and the panels give back
+/// the file's bytes.
+#[test]
+fn q5_0_panels_match_the_definition_bit_for_bit() {
+    if !q5_0_panels() {
+        eprintln!("skipped: Q5_0 is widened to Q8_0 on this CPU ({:?}, VNNI {})", kernel(), vnni());
+        return;
+    }
+    let extreme = |n: usize, k: usize, top: bool| {
+        let block = [[0x00, 0x3c].as_slice(), &[if top { 0xff } else { 0 }; 4 + BLOCK / 2]].concat();
+        let bytes = block.repeat(n * k / BLOCK);
+        Arc::new(candle_core::quantized::ggml_file::qtensor_from_ggml(GgmlDType::Q5_0, &bytes, vec![n, k], &Device::Cpu).expect("q5_0"))
+    };
+    for m in [1, 2, 3, 5, 7, 8, 13, dense::DENSE_MIN_ROWS + 5] {
+        let mut cases: Vec<Arc<QTensor>> = [(37, 2144), (21, 96), (8, 32)].map(|(n, k)| quantized(GgmlDType::Q5_0, n, k)).to_vec();
+        cases.extend([extreme(19, 256, true), extreme(19, 256, false)]);
+        for tensor in cases {
+            let (n, k) = tensor.shape().dims2().expect("matrix");
+            let x = if tensor.data().expect("data")[2] == 0xff || tensor.data().expect("data")[2] == 0 {
+                (0..m * k).map(|i| if (i / k).is_multiple_of(2) { 1.0 } else { -1.0 }).collect()
+            } else {
+                noise(n as u64 + m as u64, m * k)
+            };
+            let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("Q5_0 panels");
+            assert!(
+                matrix.has_panels() && matrix.file_bytes().expect("unpacked") == tensor.data().expect("data"),
+                "{n}x{k}: unpacked blocks differ"
+            );
+            let ours = matrix.forward(&x, m).expect("forward");
+            let widened = crate::weights::q5_0_as_q8_0(&tensor.data().expect("data")).expect("widened");
+            let widened =
+                candle_core::quantized::ggml_file::qtensor_from_ggml(GgmlDType::Q8_0, &widened, vec![n, k], &Device::Cpu).expect("q8_0");
+            let definition = run_kernel(Kernel::Portable, &QuantMatrix::new(Arc::new(widened), Activations::Q8).expect("q8_0"), &x, m);
+            assert!(ours == definition, "Q5_0 {m}x{n}x{k}: the panels left the definition");
+            let worst = worst_relative(&ours, &reference_q8(tensor, &x, m, k));
+            assert!(worst < 1e-4, "Q5_0 {m}x{n}x{k}: {worst} from candle's quantized product");
+        }
+    }
+}
+
+/// One call over Q4_0, Q5_0 and Q8_0 matrices of one input (their offsets shared) gives each
+/// matrix's product alone.
+#[test]
+fn mixed_block_formats_share_one_call() {
+    let (m, k) = (3, 576);
+    let matrices: Vec<QuantMatrix> = [(GgmlDType::Q4_0, 40), (GgmlDType::Q5_0, 24), (GgmlDType::Q8_0, 16)]
+        .map(|(dtype, n)| QuantMatrix::new(quantized(dtype, n, k), Activations::preferred()).expect("supported format"))
+        .into_iter()
+        .collect();
+    let x = noise(5, m * k);
+    let together = QuantMatrix::forward_many(&matrices.iter().collect::<Vec<_>>(), &x, &RowRuns::uniform(m)).expect("together");
+    for (matrix, together) in matrices.iter().zip(together) {
+        assert!(together == matrix.forward(&x, m).expect("alone"), "{:?}: differs in a shared call", matrix.format);
+    }
+}

@@ -9,8 +9,10 @@
 //! products add up in i16 lanes, one `madd` widening them at the end. The offset of 8 is in the
 //! lanes from the start: each begins at −8 × the sum of the activations it will multiply, so it
 //! ends at Σ (w − 8)·a over its 16 values, at most 16 × 8 × 127 in size, which fits; the i16 adds
-//! wrap, so the partial sums on the way may overflow without harm. Q8_0's signed bytes take
-//! the sign trick (|w| times a with w's sign) and widen at every step.
+//! wrap, so the partial sums on the way may overflow without harm. Q5_0 is Q4_0 with a fifth
+//! bit ORed into each nibble (values 0..32, offset 16): its sums reach at most 16 × 16 × 127,
+//! which fits too. Q8_0's signed bytes take the sign trick (|w| times a with w's sign) and
+//! widen at every step.
 //!
 //! With AVX-512 VNNI (Zen 4, Ice Lake and later) one `vpdpbusd` does what `maddubs` and its
 //! widening do, into i32 lanes that cannot overflow, so both formats take one road: the weights
@@ -34,14 +36,15 @@ use std::arch::x86_64::*;
 use rayon::prelude::*;
 
 use super::activations::QuantizedRows;
-use super::formats::{WeightFormat, BLOCK};
+use super::formats::{Format, WeightFormat, BLOCK, Q5_0_BLOCK_BYTES};
 use super::out_columns::OutColumns;
 use super::vnni;
+use super::x86_q8_pair512::tiles_vnni_pair;
 
 /// Columns per panel: the lanes of one vector of i32.
-const COLS: usize = 8;
+pub(super) const COLS: usize = 8;
 /// Values of one column side by side: what `madd` sums into one i32 lane.
-const GROUP: usize = 4;
+pub(super) const GROUP: usize = 4;
 /// Activation rows per tile, at most, by two panels: eight running sums, two weight vectors, a
 /// broadcast and a product fill the 16 vector registers, and the eight f32 totals, touched once
 /// per block, live in memory. Measured against 5 × 2, 6 × 2, 3 × 2, 6 × 1 and 8 × 1 tiles
@@ -57,14 +60,84 @@ const VNNI_ROWS: usize = 8;
 /// prompt, 1 MiB, came from L3 once per panel pair).
 pub(super) const ACTS_IN_L2: usize = 128 * 1024;
 
+/// The block formats the panels hold, each at the file's bits per value: 32 values and an f16
+/// scale per block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PanelFormat {
+    Q8_0,
+    Q4_0,
+    /// Only off the VNNI road (`super::q5_0_panels`): its tile is the AVX2 one.
+    Q5_0,
+}
+
+impl PanelFormat {
+    pub(super) fn of(format: Format) -> Option<Self> {
+        match format {
+            Format::Blocks(WeightFormat::Q8_0) => Some(Self::Q8_0),
+            Format::Blocks(WeightFormat::Q4_0) => Some(Self::Q4_0),
+            Format::Q5_0 => Some(Self::Q5_0),
+            _ => None,
+        }
+    }
+
+    pub(super) const fn file_block_bytes(self) -> usize {
+        match self {
+            Self::Q8_0 => WeightFormat::Q8_0.block_bytes(),
+            Self::Q4_0 => WeightFormat::Q4_0.block_bytes(),
+            Self::Q5_0 => Q5_0_BLOCK_BYTES,
+        }
+    }
+
+    /// A file block's bytes after its scale, in the panels' order (`Q8Panels`): Q8_0's values
+    /// and Q4_0's nibbles as the file has them; Q5_0's nibbles, then its fifth bits as one more
+    /// group, where byte j's bit i is value 4i + j's and bit 4 + i value 16 + 4i + j's: the two
+    /// values byte j of nibble group i holds. The first `body_bytes` of the array.
+    fn panel_body(self, block: &[u8]) -> [u8; BLOCK] {
+        let mut body = [0u8; BLOCK];
+        if self != Self::Q5_0 {
+            body[..self.body_bytes()].copy_from_slice(&block[2..]);
+            return body;
+        }
+        let fifth = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+        let bit = |value: usize| ((fifth >> value) & 1) as u8;
+        body[..BLOCK / 2].copy_from_slice(&block[6..]);
+        for j in 0..GROUP {
+            body[BLOCK / 2 + j] = (0..GROUP).map(|i| bit(4 * i + j) << i | bit(16 + 4 * i + j) << (4 + i)).sum();
+        }
+        body
+    }
+
+    /// Bytes of a block after its scale.
+    const fn body_bytes(self) -> usize {
+        self.file_block_bytes() - 2
+    }
+
+    /// `panel_body` undone into `block`, whose scale is already there.
+    fn file_body(self, body: &[u8], block: &mut [u8]) {
+        if self != Self::Q5_0 {
+            return block[2..].copy_from_slice(body);
+        }
+        let (nibbles, group) = body.split_at(BLOCK / 2);
+        let mut fifth = 0u32;
+        for (j, &byte) in group.iter().enumerate() {
+            for i in 0..GROUP {
+                fifth |= u32::from(byte >> i & 1) << (4 * i + j) | u32::from(byte >> (4 + i) & 1) << (16 + 4 * i + j);
+            }
+        }
+        block[2..6].copy_from_slice(&fifth.to_le_bytes());
+        block[6..].copy_from_slice(nibbles);
+    }
+}
+
 /// A weight matrix `(n, k)` repacked. Panel p's block b holds, in its i-th 32 bytes, bytes
 /// 4i..4i+4 of the block's values for each of the panel's columns: for Q8_0 (eight vectors)
-/// values 4i..4i+4; for Q4_0 (four vectors, the file's nibbles) values 4i..4i+4 in the low
-/// nibbles and 16+4i..16+4i+4 in the high ones. Blocks sit pair by pair (`PanelAt`). The
+/// values 4i..4i+4; for Q4_0 and Q5_0 (four vectors, the file's nibbles) values 4i..4i+4 in the
+/// low nibbles and 16+4i..16+4i+4 in the high ones, and for Q5_0 a fifth vector of their fifth
+/// bits (`PanelFormat::panel_body`). Blocks sit pair by pair (`PanelAt`). The
 /// scales, `COLS` per panel and block, sit in the same order, kept as the file's f16 bits: a
 /// batch-1 decode reads every byte of them from memory.
 pub struct Q8Panels {
-    format: WeightFormat,
+    format: PanelFormat,
     n: usize,
     blocks: usize,
     values: Vec<u8>,
@@ -76,23 +149,23 @@ pub struct Q8Panels {
 
 impl Q8Panels {
     /// `data` is the matrix's blocks as the file stores them, `n` rows of `k` values.
-    pub fn pack(format: WeightFormat, data: &[u8], n: usize, k: usize) -> Self {
+    pub fn pack(format: PanelFormat, data: &[u8], n: usize, k: usize) -> Self {
         let blocks = k / BLOCK;
-        let row_bytes = format.row_bytes(k);
+        let row_bytes = blocks * format.file_block_bytes();
         let panel_bytes = blocks * Self::block_bytes(format);
         let panels = n.div_ceil(COLS);
         // Columns past the last are zero, with a zero scale: their outputs are never stored.
         let mut values = vec![0u8; panels * panel_bytes];
         let mut scales = vec![0u16; panels * blocks * COLS];
-        let bias = if format == WeightFormat::Q8_0 && vnni() { 0x80 } else { 0 };
+        let bias = if format == PanelFormat::Q8_0 && vnni() { 0x80 } else { 0 };
         let pair_values = values.par_chunks_mut(PAIR * panel_bytes);
         pair_values.zip(scales.par_chunks_mut(PAIR * blocks * COLS)).enumerate().for_each(|(pair, (values, scales))| {
             let first = pair * PAIR * COLS;
             for (col, row) in data[first * row_bytes..(first + PAIR * COLS).min(n) * row_bytes].chunks_exact(row_bytes).enumerate() {
                 let (at, lane) = (PanelAt::of(col / COLS, blocks, panels - pair * PAIR), col % COLS);
-                for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+                for (b, block) in row.chunks_exact(format.file_block_bytes()).enumerate() {
                     scales[at.block(b) * COLS + lane] = u16::from_le_bytes([block[0], block[1]]);
-                    for (i, four) in block[2..].chunks_exact(GROUP).enumerate() {
+                    for (i, four) in format.panel_body(block)[..format.body_bytes()].chunks_exact(GROUP).enumerate() {
                         let out = &mut values[at.group(b, i, Self::block_bytes(format)) + lane * GROUP..][..GROUP];
                         out.iter_mut().zip(four).for_each(|(o, &v)| *o = v ^ bias);
                     }
@@ -105,30 +178,32 @@ impl Q8Panels {
     /// The matrix back in the file's blocks, for the reference path and tests: the panels are
     /// the only copy kept.
     pub fn unpack(&self) -> Vec<u8> {
-        let row_bytes = self.format.row_bytes(self.blocks * BLOCK);
+        let row_bytes = self.blocks * self.format.file_block_bytes();
         let block_bytes = Self::block_bytes(self.format);
         let mut data = vec![0u8; self.n * row_bytes];
         for (col, row) in data.chunks_exact_mut(row_bytes).enumerate() {
             let (panel, lane) = (PanelAt::of(col / COLS, self.blocks, self.n.div_ceil(COLS)), col % COLS);
-            for (b, block) in row.chunks_exact_mut(self.format.block_bytes()).enumerate() {
+            for (b, block) in row.chunks_exact_mut(self.format.file_block_bytes()).enumerate() {
                 block[..2].copy_from_slice(&self.scales[panel.block(b) * COLS + lane].to_le_bytes());
-                for (i, four) in block[2..].chunks_exact_mut(GROUP).enumerate() {
+                let mut body = [0u8; BLOCK];
+                for (i, four) in body[..self.format.body_bytes()].chunks_exact_mut(GROUP).enumerate() {
                     let packed = &self.values[panel.group(b, i, block_bytes) + lane * GROUP..][..GROUP];
                     four.iter_mut().zip(packed).for_each(|(v, &packed)| *v = packed ^ self.bias);
                 }
+                self.format.file_body(&body[..self.format.body_bytes()], block);
             }
         }
         data
     }
 
     /// Bytes of one panel's block.
-    const fn block_bytes(format: WeightFormat) -> usize {
-        COLS * (format.block_bytes() - 2)
+    pub(super) const fn block_bytes(format: PanelFormat) -> usize {
+        COLS * format.body_bytes()
     }
 
     /// `out` (`m × (last − first)`) = `acts` (`m` rows, 8-bit) · Wᵀ for weight rows
     /// `first..last`; `first` is a multiple of `COLS` (of `PAIR × COLS` for two-panel tiles) and `offsets` is `offsets(acts, …)`, with
-    /// `q4` true for a Q4_0 matrix.
+    /// `nibbles` true where a matrix of the call is Q4_0 or Q5_0.
     ///
     /// # Safety
     /// No other thread may write `out`'s values during the call.
@@ -140,9 +215,8 @@ impl Q8Panels {
             out.cols()
         );
         assert!(last.div_ceil(COLS) * blocks * COLS <= self.scales.len(), "panel columns {first}..{last} past the matrix");
-        let reads_offsets = vnni() || self.format == WeightFormat::Q4_0;
+        let reads_offsets = vnni() || self.format != PanelFormat::Q8_0;
         assert!(acts.holds(m, blocks * BLOCK) && (!reads_offsets || offsets.len() >= m * blocks), "8-bit activations short of {m} rows");
-        let q4 = self.format == WeightFormat::Q4_0;
         let vnni = vnni();
         let most = if vnni { VNNI_ROWS } else { ROWS };
         let chunk = (ACTS_IN_L2 / acts.k).max(most);
@@ -168,15 +242,18 @@ impl Q8Panels {
                     let rows = (chunk_rows.end - row).min(height);
                     let at = Rows { acts, offsets, first: row };
                     let mut totals: Totals = [[0.0f32; 2 * COLS]; TOTALS_ROWS];
-                    match (vnni, q4, pair) {
-                        (true, true, true) => tiles_vnni_pair::<true>(&panel, &at, rows, &mut totals),
-                        (true, true, false) => tiles_vnni::<1, true>(&panel, &at, rows, &mut totals),
-                        (true, false, true) => tiles_vnni_pair::<false>(&panel, &at, rows, &mut totals),
-                        (true, false, false) => tiles_vnni::<1, false>(&panel, &at, rows, &mut totals),
-                        (false, true, true) => tiles::<2, true>(&panel, &at, rows, &mut totals),
-                        (false, true, false) => tiles::<1, true>(&panel, &at, rows, &mut totals),
-                        (false, false, true) => tiles::<2, false>(&panel, &at, rows, &mut totals),
-                        (false, false, false) => tiles::<1, false>(&panel, &at, rows, &mut totals),
+                    match (vnni, self.format, pair) {
+                        (true, PanelFormat::Q4_0, true) => tiles_vnni_pair::<true>(&panel, &at, rows, &mut totals),
+                        (true, PanelFormat::Q4_0, false) => tiles_vnni::<1, 4>(&panel, &at, rows, &mut totals),
+                        (true, PanelFormat::Q8_0, true) => tiles_vnni_pair::<false>(&panel, &at, rows, &mut totals),
+                        (true, PanelFormat::Q8_0, false) => tiles_vnni::<1, 8>(&panel, &at, rows, &mut totals),
+                        (true, PanelFormat::Q5_0, _) => unreachable!("Q5_0 is packed only off the VNNI road (q5_0_panels)"),
+                        (false, PanelFormat::Q4_0, true) => tiles::<2, 4>(&panel, &at, rows, &mut totals),
+                        (false, PanelFormat::Q4_0, false) => tiles::<1, 4>(&panel, &at, rows, &mut totals),
+                        (false, PanelFormat::Q5_0, true) => tiles::<2, 5>(&panel, &at, rows, &mut totals),
+                        (false, PanelFormat::Q5_0, false) => tiles::<1, 5>(&panel, &at, rows, &mut totals),
+                        (false, PanelFormat::Q8_0, true) => tiles::<2, 8>(&panel, &at, rows, &mut totals),
+                        (false, PanelFormat::Q8_0, false) => tiles::<1, 8>(&panel, &at, rows, &mut totals),
                     }
                     for (r, values) in totals[..rows].iter().enumerate() {
                         out.set_run(row + r, col - first, &values[..width]);
@@ -189,15 +266,16 @@ impl Q8Panels {
 }
 
 /// What the tiles start each block's sums from, per block of 8-bit activations, row-major. On
-/// the VNNI road the sum of the block's values (both formats). On AVX2, where Q4_0's i16 lanes
+/// the VNNI road the sum of the block's values (every format). On AVX2, where Q4_0's i16 lanes
 /// start: the lane pair of one column as an i32, each −8 × the sum of the 16 values its
-/// `maddubs` pairs reach (bytes 0, 1 of every four for the low lane, 2, 3 for the high one);
-/// Q8_0 reads none, so without a Q4_0 matrix there are none.
-pub fn offsets(acts: &QuantizedRows, q4: bool) -> Vec<i32> {
+/// `maddubs` pairs reach (bytes 0, 1 of every four for the low lane, 2, 3 for the high one),
+/// which Q5_0's tile doubles (`start`); Q8_0 reads none, so without a Q4_0 or Q5_0 matrix
+/// (`nibbles`) there are none.
+pub fn offsets(acts: &QuantizedRows, nibbles: bool) -> Vec<i32> {
     if vnni() {
         return acts.values.chunks_exact(BLOCK).map(|block| block.iter().map(|&v| v as i32).sum()).collect();
     }
-    if !q4 {
+    if !nibbles {
         return Vec::new();
     }
     let lane = |block: &[i8], half: usize| -> u32 {
@@ -210,51 +288,36 @@ pub fn offsets(acts: &QuantizedRows, q4: bool) -> Vec<i32> {
 /// Rows of a tile on each road, at most; `totals` has room for the taller.
 const TOTALS_ROWS: usize = VNNI_ROWS;
 
-/// `count` (at most `ROWS`) activation rows times `P` panels, into `totals`.
+/// `count` (at most `ROWS`) activation rows times `P` panels of `BITS`-bit values, into `totals`.
 #[inline(always)]
-unsafe fn tiles<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut Totals) {
+unsafe fn tiles<const P: usize, const BITS: u32>(panel: &Panel, rows: &Rows, count: usize, totals: &mut Totals) {
     match count {
-        4 => tile::<4, P, Q4, false>(panel, rows, totals),
-        3 => tile::<3, P, Q4, false>(panel, rows, totals),
-        2 => tile::<2, P, Q4, false>(panel, rows, totals),
-        _ => tile::<1, P, Q4, false>(panel, rows, totals),
+        4 => tile::<4, P, BITS, false>(panel, rows, totals),
+        3 => tile::<3, P, BITS, false>(panel, rows, totals),
+        2 => tile::<2, P, BITS, false>(panel, rows, totals),
+        _ => tile::<1, P, BITS, false>(panel, rows, totals),
     }
 }
 
 /// `tiles` on the VNNI road: compiled with AVX-512, so the tile's sums have 32 registers.
 #[target_feature(enable = "avx512f,avx512vl,avx512vnni")]
-unsafe fn tiles_vnni<const P: usize, const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut Totals) {
+unsafe fn tiles_vnni<const P: usize, const BITS: u32>(panel: &Panel, rows: &Rows, count: usize, totals: &mut Totals) {
     match count {
-        8.. => tile::<8, P, Q4, true>(panel, rows, totals),
-        7 => tile::<7, P, Q4, true>(panel, rows, totals),
-        6 => tile::<6, P, Q4, true>(panel, rows, totals),
-        5 => tile::<5, P, Q4, true>(panel, rows, totals),
-        4 => tile::<4, P, Q4, true>(panel, rows, totals),
-        3 => tile::<3, P, Q4, true>(panel, rows, totals),
-        2 => tile::<2, P, Q4, true>(panel, rows, totals),
-        _ => tile::<1, P, Q4, true>(panel, rows, totals),
+        8.. => tile::<8, P, BITS, true>(panel, rows, totals),
+        7 => tile::<7, P, BITS, true>(panel, rows, totals),
+        6 => tile::<6, P, BITS, true>(panel, rows, totals),
+        5 => tile::<5, P, BITS, true>(panel, rows, totals),
+        4 => tile::<4, P, BITS, true>(panel, rows, totals),
+        3 => tile::<3, P, BITS, true>(panel, rows, totals),
+        2 => tile::<2, P, BITS, true>(panel, rows, totals),
+        _ => tile::<1, P, BITS, true>(panel, rows, totals),
     }
 }
 
-/// `tiles_vnni` for a pair of panels, in 512-bit vectors (`tile_pair`).
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn tiles_vnni_pair<const Q4: bool>(panel: &Panel, rows: &Rows, count: usize, totals: &mut Totals) {
-    match count {
-        8.. => tile_pair::<8, Q4>(panel, rows, totals),
-        7 => tile_pair::<7, Q4>(panel, rows, totals),
-        6 => tile_pair::<6, Q4>(panel, rows, totals),
-        5 => tile_pair::<5, Q4>(panel, rows, totals),
-        4 => tile_pair::<4, Q4>(panel, rows, totals),
-        3 => tile_pair::<3, Q4>(panel, rows, totals),
-        2 => tile_pair::<2, Q4>(panel, rows, totals),
-        _ => tile_pair::<1, Q4>(panel, rows, totals),
-    }
-}
-
-type Totals = [[f32; 2 * COLS]; TOTALS_ROWS];
+pub(super) type Totals = [[f32; 2 * COLS]; TOTALS_ROWS];
 
 /// Panels whose blocks sit side by side in memory: a pair's, interleaved.
-const PAIR: usize = 2;
+pub(super) const PAIR: usize = 2;
 
 /// Where a panel's blocks are. Its scales: block b's at `block(b)` (in panel blocks), its pair
 /// partner's (if any) next to them. Its values: a pair's blocks in turn, and within a block
@@ -286,20 +349,20 @@ impl PanelAt {
 }
 
 /// Bytes of one group: four values of each of a panel's columns.
-const GROUP_BYTES: usize = COLS * GROUP;
+pub(super) const GROUP_BYTES: usize = COLS * GROUP;
 
 /// A tile's repacked blocks and scales: group i of block b of the tile's panel p is at byte
 /// `b · stride · block bytes + (i · stride + p) · GROUP_BYTES` (`PanelAt::group`), its scales
 /// `(b · stride + p) · COLS` on.
-struct Panel {
-    values: *const u8,
-    scales: *const u16,
-    blocks: usize,
-    stride: usize,
+pub(super) struct Panel {
+    pub(super) values: *const u8,
+    pub(super) scales: *const u16,
+    pub(super) blocks: usize,
+    pub(super) stride: usize,
 }
 
 /// The activation rows of one tile, from `first`.
-struct Rows<'a> {
+pub(super) struct Rows<'a> {
     acts: &'a QuantizedRows,
     offsets: &'a [i32],
     first: usize,
@@ -310,7 +373,7 @@ impl Rows<'_> {
     /// says they are read). Pointers, not slices: `run` checked that every row's blocks are
     /// there, and bounds checks in the loop would hold registers.
     #[inline(always)]
-    fn starts<const R: usize>(&self, blocks: usize, offsets: bool) -> ([*const u8; R], [*const f32; R], [*const i32; R]) {
+    pub(super) fn starts<const R: usize>(&self, blocks: usize, offsets: bool) -> ([*const u8; R], [*const f32; R], [*const i32; R]) {
         let row = |r: usize| self.first + r;
         (
             std::array::from_fn(|r| self.acts.values[row(r) * self.acts.k..].as_ptr().cast()),
@@ -326,7 +389,7 @@ impl Rows<'_> {
 /// was no faster there (1B Q8_0 batch-1 decode 25.6 tok/s with, 26.7 without). `bytes` from
 /// `block` are this tile's block; the next tile's is `ahead` bytes on.
 #[inline(always)]
-fn prefetch_next_tile<const R: usize>(block: *const u8, bytes: usize, ahead: usize) {
+pub(super) fn prefetch_next_tile<const R: usize>(block: *const u8, bytes: usize, ahead: usize) {
     for line in (0..if R > 1 { bytes } else { 0 }).step_by(64) {
         // SAFETY: a prefetch reads nothing architecturally and cannot fault.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(block.wrapping_add(ahead + line) as *const i8) };
@@ -334,9 +397,10 @@ fn prefetch_next_tile<const R: usize>(block: *const u8, bytes: usize, ahead: usi
 }
 
 /// Adds four values of `R` activation rows (at byte `at` of each) times eight columns of each
-/// of `P` panels (`w`: Q4_0 nibbles as bytes, or Q8_0 as packed: signed, or biased on the VNNI road) to the block's sums.
+/// of `P` panels (`w`: Q4_0 or Q5_0 values as unsigned bytes, or Q8_0 as packed: signed, or
+/// biased on the VNNI road) to the block's sums.
 #[inline(always)]
-unsafe fn step<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>(
+unsafe fn step<const R: usize, const P: usize, const UNSIGNED: bool, const VNNI: bool>(
     w: [__m256i; P],
     acts: &[*const u8; R],
     at: usize,
@@ -353,11 +417,11 @@ unsafe fn step<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>
         }
         return;
     }
-    let abs_w: [__m256i; P] = std::array::from_fn(|p| if Q4 { w[p] } else { _mm256_sign_epi8(w[p], w[p]) });
+    let abs_w: [__m256i; P] = std::array::from_fn(|p| if UNSIGNED { w[p] } else { _mm256_sign_epi8(w[p], w[p]) });
     for r in 0..R {
         let a = _mm256_set1_epi32(acts[r].add(at).cast::<i32>().read_unaligned());
         for p in 0..P {
-            if Q4 {
+            if UNSIGNED {
                 dots[r][p] = pinned(_mm256_add_epi16(dots[r][p], _mm256_maddubs_epi16(w[p], a)));
             } else {
                 let pairs = _mm256_maddubs_epi16(abs_w[p], _mm256_sign_epi8(a, w[p]));
@@ -377,25 +441,35 @@ fn pinned(mut v: __m256i) -> __m256i {
     v
 }
 
-/// Where a block's sums start, from the row's `offsets`: on AVX2 Q4_0's i16 lane pairs (Q8_0
-/// starts at zero), on the VNNI road −offset × the block's activation sum.
+/// Where a block's sums start, from the row's `offsets`: on AVX2 Q4_0's i16 lane pairs, twice
+/// those for Q5_0's offset of 16 (the i16 adds wrap, and so does the doubling), Q8_0 at zero;
+/// on the VNNI road −offset × the block's activation sum.
 #[inline(always)]
-unsafe fn start<const Q4: bool, const VNNI: bool>(offsets: *const i32, b: usize) -> __m256i {
-    match (VNNI, Q4) {
-        (true, _) => _mm256_set1_epi32(-(if Q4 { 8 } else { 128 }) * *offsets.add(b)),
-        (false, true) => _mm256_set1_epi32(*offsets.add(b)),
-        (false, false) => _mm256_setzero_si256(),
+unsafe fn start<const BITS: u32, const VNNI: bool>(offsets: *const i32, b: usize) -> __m256i {
+    match (VNNI, BITS) {
+        (true, _) => _mm256_set1_epi32(-(1 << (BITS - 1)) * *offsets.add(b)),
+        (false, 8) => _mm256_setzero_si256(),
+        (false, 5) => {
+            let lanes = _mm256_set1_epi32(*offsets.add(b));
+            _mm256_add_epi16(lanes, lanes)
+        }
+        (false, _) => _mm256_set1_epi32(*offsets.add(b)),
     }
 }
 
 /// `R` activation rows times `P` panels of eight columns, over every block.
 #[inline(always)]
-unsafe fn tile<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>(panel: &Panel, rows: &Rows, totals: &mut Totals) {
+unsafe fn tile<const R: usize, const P: usize, const BITS: u32, const VNNI: bool>(panel: &Panel, rows: &Rows, totals: &mut Totals) {
     let blocks = panel.blocks;
-    let block_bytes = Q8Panels::block_bytes(if Q4 { WeightFormat::Q4_0 } else { WeightFormat::Q8_0 });
-    let (acts, scales, offsets) = rows.starts::<R>(blocks, Q4 || VNNI);
+    let format = match BITS {
+        4 => PanelFormat::Q4_0,
+        5 => PanelFormat::Q5_0,
+        _ => PanelFormat::Q8_0,
+    };
+    let block_bytes = Q8Panels::block_bytes(format);
+    let (acts, scales, offsets) = rows.starts::<R>(blocks, BITS < 8 || VNNI);
     let ones = _mm256_set1_epi16(1);
-    let nibble = _mm256_set1_epi8(0x0f);
+    let (nibble, fifth_bit) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x10));
     let mut acc = [[_mm256_setzero_ps(); P]; R];
     let ahead = panel.stride * blocks * block_bytes;
     for b in 0..blocks {
@@ -404,17 +478,25 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>
         let load = |i: usize| -> [__m256i; P] {
             std::array::from_fn(|p| _mm256_loadu_si256(base.add((i * panel.stride + p) * GROUP_BYTES) as *const __m256i))
         };
-        let mut dots: [[__m256i; P]; R] = std::array::from_fn(|r| [start::<Q4, VNNI>(offsets[r], b); P]);
-        if Q4 {
+        let mut dots: [[__m256i; P]; R] = std::array::from_fn(|r| [start::<BITS, VNNI>(offsets[r], b); P]);
+        if BITS < 8 {
             for i in 0..BLOCK / 2 / GROUP {
                 let packed = load(i);
-                step::<R, P, true, VNNI>(packed.map(|v| _mm256_and_si256(v, nibble)), &acts, b * BLOCK + i * GROUP, &mut dots);
-                step::<R, P, true, VNNI>(
-                    packed.map(|v| _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble)),
-                    &acts,
-                    b * BLOCK + BLOCK / 2 + i * GROUP,
-                    &mut dots,
-                );
+                let mut low = packed.map(|v| _mm256_and_si256(v, nibble));
+                let mut high = packed.map(|v| _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble));
+                if BITS == 5 {
+                    // Group i's fifth bits are bits i and 4 + i of each byte of the last group
+                    // (`PanelFormat::panel_body`): moved to bit 4, within each byte of the
+                    // 16-bit lanes the shifts move.
+                    let fifth = load(BLOCK / 2 / GROUP);
+                    let (up, down) = (_mm_cvtsi32_si128(4 - i as i32), _mm_cvtsi32_si128(i as i32));
+                    for p in 0..P {
+                        low[p] = _mm256_or_si256(low[p], _mm256_and_si256(_mm256_sll_epi16(fifth[p], up), fifth_bit));
+                        high[p] = _mm256_or_si256(high[p], _mm256_and_si256(_mm256_srl_epi16(fifth[p], down), fifth_bit));
+                    }
+                }
+                step::<R, P, true, VNNI>(low, &acts, b * BLOCK + i * GROUP, &mut dots);
+                step::<R, P, true, VNNI>(high, &acts, b * BLOCK + BLOCK / 2 + i * GROUP, &mut dots);
             }
         } else {
             for i in 0..BLOCK / GROUP {
@@ -424,7 +506,7 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>
         for p in 0..P {
             let weight_scales = _mm256_cvtph_ps(_mm_loadu_si128(panel.scales.add((b * panel.stride + p) * COLS).cast()));
             for r in 0..R {
-                let dot = if Q4 && !VNNI { _mm256_madd_epi16(dots[r][p], ones) } else { dots[r][p] };
+                let dot = if BITS < 8 && !VNNI { _mm256_madd_epi16(dots[r][p], ones) } else { dots[r][p] };
                 let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(*scales[r].add(b)));
                 acc[r][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][p]);
             }
@@ -434,58 +516,5 @@ unsafe fn tile<const R: usize, const P: usize, const Q4: bool, const VNNI: bool>
         for (p, acc) in acc.into_iter().enumerate() {
             _mm256_storeu_ps(total[p * COLS..].as_mut_ptr(), acc);
         }
-    }
-}
-
-/// `tile` on the VNNI road for both panels of a pair, in 512-bit vectors: a group of the pair
-/// is one vector (`PanelAt`), so each row's four activation bytes are broadcast from memory
-/// inside its `vpdpbusd` (one instruction per row and group, where the 256-bit tile spent a
-/// broadcast and two), and a row's sums and totals take one register each. The same integer
-/// dots and the same two roundings per block as `tile`, so the same bits.
-#[inline(always)]
-unsafe fn tile_pair<const R: usize, const Q4: bool>(panel: &Panel, rows: &Rows, totals: &mut Totals) {
-    let blocks = panel.blocks;
-    let block_bytes = Q8Panels::block_bytes(if Q4 { WeightFormat::Q4_0 } else { WeightFormat::Q8_0 });
-    let (acts, scales, offsets) = rows.starts::<R>(blocks, true);
-    let nibble = _mm512_set1_epi8(0x0f);
-    let bias = if Q4 { -8 } else { -128 };
-    let mut acc = [_mm512_setzero_ps(); R];
-    let ahead = PAIR * blocks * block_bytes;
-    for b in 0..blocks {
-        let base = panel.values.add(b * PAIR * block_bytes);
-        prefetch_next_tile::<R>(base, PAIR * block_bytes, ahead);
-        let mut dots = [_mm512_setzero_si512(); R];
-        for r in 0..R {
-            dots[r] = _mm512_set1_epi32(bias * *offsets[r].add(b));
-        }
-        let group = |i: usize| _mm512_loadu_si512(base.add(i * PAIR * GROUP_BYTES).cast());
-        let four = |r: usize, at: usize| _mm512_set1_epi32(acts[r].add(b * BLOCK + at).cast::<i32>().read_unaligned());
-        if Q4 {
-            for i in 0..BLOCK / 2 / GROUP {
-                let packed = group(i);
-                let (low, high) = (_mm512_and_si512(packed, nibble), _mm512_and_si512(_mm512_srli_epi16::<4>(packed), nibble));
-                for r in 0..R {
-                    dots[r] = _mm512_dpbusd_epi32(dots[r], low, four(r, i * GROUP));
-                }
-                for r in 0..R {
-                    dots[r] = _mm512_dpbusd_epi32(dots[r], high, four(r, BLOCK / 2 + i * GROUP));
-                }
-            }
-        } else {
-            for i in 0..BLOCK / GROUP {
-                let w = group(i);
-                for r in 0..R {
-                    dots[r] = _mm512_dpbusd_epi32(dots[r], w, four(r, i * GROUP));
-                }
-            }
-        }
-        let weight_scales = _mm512_cvtph_ps(_mm256_loadu_si256(panel.scales.add(b * PAIR * COLS).cast()));
-        for r in 0..R {
-            let scale = _mm512_mul_ps(weight_scales, _mm512_set1_ps(*scales[r].add(b)));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[r]), scale, acc[r]);
-        }
-    }
-    for r in 0..R {
-        _mm512_storeu_ps(totals[r].as_mut_ptr(), acc[r]);
     }
 }

@@ -50,7 +50,7 @@ impl Linear {
     }
 
     pub(crate) fn new(weight: Weight, bias: Option<Tensor>, options: MatmulOptions) -> Result<Self> {
-        let weight = weight.quantized(options.quantize)?.for_kernels()?;
+        let weight = weight.quantized(options.quantize)?.for_kernels(options.activations)?;
         let fast = match &weight {
             Weight::Quantized(q) => QuantMatrix::new(q.clone(), options.activations),
             Weight::Dense(_) => None,
@@ -173,7 +173,7 @@ impl Model {
     /// Q8_0/Q4_0 weights multiply `options.activations` (f32, or rounded to 8 bits as llama.cpp
     /// does); full-precision projections are first quantized to `options.quantize`, if given.
     pub fn load(src: &mut dyn WeightSource, config: ModelConfig, options: MatmulOptions, progress: &mut dyn FnMut(f64)) -> Result<Self> {
-        let embed = src.load_checked("token_embd.weight", &[config.vocab_size, config.hidden_size])?.for_kernels()?;
+        let embed = src.load_checked("token_embd.weight", &[config.vocab_size, config.hidden_size])?.for_kernels(options.activations)?;
         let mut blocks = Vec::with_capacity(config.n_layers);
         let mut with = BlockLoader {
             linear: &mut |src, name, out, inp, bias| Linear::load(src, name, out, inp, bias, options),
