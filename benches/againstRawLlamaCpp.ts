@@ -4,9 +4,11 @@
 // prompt. llama.cpp takes the better of flash attention on and off, kvengine runs its defaults;
 // both at 2 threads. Writes benches/out/raw-llama-cpp.json and prints one table.
 //
-//   node --import=tsx benches/againstRawLlamaCpp.ts [--models=smollm2-q8_0,1b-q4_k_m] [--reps=3]
+//   node --import=tsx benches/againstRawLlamaCpp.ts [--models=smollm2-q8_0,1b-q4_k_m] [--reps=3] [--rounds=1]
 //   (or BENCH_RAW_MODELS=..., else BENCH_MODELS; the default is SmolLM2 and the 1B shape in Q8_0
-//   and Q4_K_M; BENCH_QUICK=1 takes one repetition)
+//   and Q4_K_M; BENCH_QUICK=1 takes one repetition). With --rounds=N the two engines take turns
+//   N times per file, so that a VM whose speed drifts over minutes slows both alike: each figure
+//   is then the best over all rounds, and each round's own ratios are printed beside it.
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -26,6 +28,7 @@ const GENERATE = 128
 const SAMPLES = 8
 const option = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
 const reps = Number(option('reps') ?? (process.env.BENCH_QUICK === '1' ? 1 : 3))
+const rounds = Number(option('rounds') ?? 1)
 const models = selectModels(option('models') ?? process.env.BENCH_RAW_MODELS ?? process.env.BENCH_MODELS ?? 'smollm2-q8_0,smollm2-q4_k_m,1b-q8_0,1b-q4_k_m')
 const progress = (s: string) => console.error(`[raw ${new Date().toISOString().slice(11, 19)}] ${s}`)
 
@@ -90,21 +93,58 @@ const missing = models.filter((m) => !existsSync(m.path))
 if (missing.length) throw new Error(`missing model files (run scripts/bench-prep.ts): ${missing.map((m) => m.path).join(', ')}`)
 const llama = rawLlamaCpp()
 const prompt = await tokenizePrompt(models[0]!.path, PROMPT)
-const results = { startedAt: new Date().toISOString(), machine: machineInfo(), llamaCpp: llama.generator, threads: THREADS, reps, models: [] as { id: string; label: string; kvengine: Figures; llamaCpp: Figures }[] }
+interface Round {
+  kvengine: Figures
+  llamaCpp: Figures
+}
+const results = {
+  startedAt: new Date().toISOString(),
+  machine: machineInfo(),
+  llamaCpp: llama.generator,
+  threads: THREADS,
+  reps,
+  rounds,
+  models: [] as { id: string; label: string; kvengine: Figures; llamaCpp: Figures; rounds: Round[] }[],
+}
+const perModel = new Map<string, Round[]>(models.map((m) => [m.id, []]))
+for (let round = 1; round <= rounds; round++) {
+  for (const m of models) {
+    progress(`round ${round}/${rounds}, ${m.label}: llama-bench and llama-batched-bench`)
+    const raw = rawFigures(llama.bin, m.path)
+    progress(`round ${round}/${rounds}, ${m.label}: kvengine`)
+    perModel.get(m.id)!.push({ kvengine: await kvengineFigures(m.path, prompt, m.id), llamaCpp: raw })
+  }
+}
+/** The best of each figure over the rounds (the least wall time); llama.cpp's settings from its best decode round. */
+const best = (figures: Figures[]): Figures => ({
+  prefillTokPerS: Math.max(...figures.map((f) => f.prefillTokPerS)),
+  decodeTokPerS: Math.max(...figures.map((f) => f.decodeTokPerS)),
+  samplesWallS: Math.min(...figures.map((f) => f.samplesWallS)),
+  settings: figures.reduce((a, b) => (b.decodeTokPerS > a.decodeTokPerS ? b : a)).settings,
+})
 for (const m of models) {
-  progress(`${m.label}: llama-bench and llama-batched-bench`)
-  const raw = rawFigures(llama.bin, m.path)
-  progress(`${m.label}: kvengine`)
-  const ours = await kvengineFigures(m.path, prompt, m.id)
-  results.models.push({ id: m.id, label: m.label, kvengine: ours, llamaCpp: raw })
+  const done = perModel.get(m.id)!
+  results.models.push({ id: m.id, label: m.label, kvengine: best(done.map((r) => r.kvengine)), llamaCpp: best(done.map((r) => r.llamaCpp)), rounds: done })
 }
 mkdirSync(OUT_DIR, { recursive: true })
 writeFileSync(join(OUT_DIR, 'raw-llama-cpp.json'), `${JSON.stringify(results, null, 1)}\n`)
 const cell = (k: number, l: number, digits = 1) => [fixed(k, digits), fixed(l, digits), `${(k / l).toFixed(2)}×`]
-console.log(`# kvengine ${results.machine.kvengineCommit} against ${llama.generator}, ${THREADS} threads, best of ${reps}`)
+console.log(`# kvengine ${results.machine.kvengineCommit} against ${llama.generator}, ${THREADS} threads, best of ${reps} × ${rounds} round(s)`)
 console.log(
   table(
     ['file', `prefill @${PROMPT}: kvengine`, 'llama.cpp', '×', `decode b1 after ${PROMPT}: kvengine`, 'llama.cpp', '×', `${SAMPLES}×${GENERATE} wall s: kvengine`, 'llama.cpp', '×'],
     results.models.map(({ label, kvengine: k, llamaCpp: l }) => [label, ...cell(k.prefillTokPerS, l.prefillTokPerS), ...cell(k.decodeTokPerS, l.decodeTokPerS), ...cell(k.samplesWallS, l.samplesWallS, 2)]),
   ),
 )
+if (rounds > 1) {
+  const ratio = (k: number, l: number) => `${(k / l).toFixed(2)}×`
+  console.log('\nEach round alone (kvengine ÷ llama.cpp):')
+  console.log(
+    table(
+      ['file', 'round', 'prefill ×', 'decode ×', `${SAMPLES}×${GENERATE} wall ×`],
+      results.models.flatMap(({ label, rounds: done }) =>
+        done.map(({ kvengine: k, llamaCpp: l }, i) => [label, String(i + 1), ratio(k.prefillTokPerS, l.prefillTokPerS), ratio(k.decodeTokPerS, l.decodeTokPerS), ratio(k.samplesWallS, l.samplesWallS)]),
+      ),
+    ),
+  )
+}

@@ -111,6 +111,17 @@ pub fn exp(x: f32) -> f32 {
     portable::exp_approx(x.min(88.0))
 }
 
+/// `exp` of every value in place, each with the bits `exp` gives it: eight at a time on AVX2,
+/// where a gated MLP's scalar `exp`s were 6% of a 1B model's prefill.
+pub fn exp_each(xs: &mut [f32]) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma", target_feature = "f16c"))]
+    if kernel() != Kernel::Portable {
+        // SAFETY: only reads and writes inside `xs`.
+        return unsafe { x86::exp_each(xs) };
+    }
+    xs.iter_mut().for_each(|x| *x = exp(*x));
+}
+
 pub(super) mod portable {
     use crate::kv_cache::KvElement;
 
@@ -154,11 +165,13 @@ pub(super) mod portable {
 
     /// `e^x` to about 2 ulp for the range softmax uses (x <= 0), branch-free: x = n·ln2 + r
     /// with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial, 2^n put into the exponent.
+    /// Each step is the AVX2 `exp8`'s (ties round to even, as `vroundps` does), so both give
+    /// the same bits.
     #[inline(always)]
     pub fn exp_approx(x: f32) -> f32 {
         // Below this e^x is under f32's smallest normal; flushing to zero is what softmax wants.
         let x = x.max(-87.0);
-        let n = (x * super::LOG2_E).round();
+        let n = (x * super::LOG2_E).round_ties_even();
         let r = (x - n * super::LN2_HI) - n * super::LN2_LO;
         let p = super::TAYLOR.iter().rev().fold(0.0, |acc, &c| acc * r + c);
         p * f32::from_bits(((n as i32 + 127) as u32) << 23)
@@ -386,6 +399,15 @@ mod x86 {
         horizontal_sum(sum) + super::portable::exp_shifted(chunks.into_remainder(), max)
     }
 
+    pub unsafe fn exp_each(xs: &mut [f32]) {
+        let mut chunks = xs.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            let x = _mm256_min_ps(_mm256_loadu_ps(chunk.as_ptr()), _mm256_set1_ps(88.0));
+            _mm256_storeu_ps(chunk.as_mut_ptr(), exp8(x));
+        }
+        chunks.into_remainder().iter_mut().for_each(|x| *x = super::exp(*x));
+    }
+
     #[inline(always)]
     unsafe fn exp8(x: __m256) -> __m256 {
         let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
@@ -430,6 +452,18 @@ mod tests {
             }
         }
         assert!(worst < 1e-6, "worst relative error {worst}");
+    }
+
+    /// Whole vectors and a tail, over SiLU's range and the points where `x · log2 e` lies half
+    /// way between integers (where rounding ties could part the two roads).
+    #[test]
+    fn exp_each_gives_exps_bits() {
+        let halves = (-120..=120).map(|k| (k as f32 + 0.5) / super::LOG2_E);
+        let mut xs: Vec<f32> =
+            (-90_000..=90_000).step_by(7).map(|i| i as f32 / 1000.0).chain(halves).chain([f32::NEG_INFINITY, 100.0]).collect();
+        let want: Vec<u32> = xs.iter().map(|&x| exp(x).to_bits()).collect();
+        exp_each(&mut xs);
+        assert!(xs.iter().map(|x| x.to_bits()).eq(want), "exp_each left exp's bits");
     }
 
     #[test]

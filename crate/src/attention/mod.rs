@@ -21,7 +21,7 @@
 
 mod kernels;
 
-pub use kernels::exp;
+pub use kernels::{exp, exp_each};
 
 use std::collections::HashMap;
 use std::ops::Range;

@@ -115,15 +115,26 @@ impl Linear {
 /// `y = sqrt(2/π) (x + 0.044715 x³)`, so neither needs a tanh.
 fn gated(activation: Activation, mut gate: Vec<f32>, up: &[f32]) -> Result<Vec<f32>> {
     const CHUNK: usize = 16 * 1024;
+    /// Values whose exponentials are taken together, in a buffer that stays in L1.
+    const RUN: usize = 1024;
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    let arg = match activation {
-        Activation::Silu => |x: f32| x,
-        Activation::GeluTanh => |x: f32| 2.0 * SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x),
+    if activation == Activation::GeluErf {
         // No gated model uses it; GPT-2's plain MLP takes candle's erf instead (`Model::mlp`).
-        Activation::GeluErf => return Err(Error::unsupported("a gated MLP with erf GELU")),
-    };
+        return Err(Error::unsupported("a gated MLP with erf GELU"));
+    }
+    let tanh_form = activation == Activation::GeluTanh;
     gate.par_chunks_mut(CHUNK).zip(up.par_chunks(CHUNK)).for_each(|(g, u)| {
-        g.iter_mut().zip(u).for_each(|(g, &u)| *g = *g / (1.0 + attention::exp(-arg(*g))) * u);
+        let mut buffer = [0.0f32; RUN];
+        for (g, u) in g.chunks_mut(RUN).zip(u.chunks(RUN)) {
+            let e = &mut buffer[..g.len()];
+            if tanh_form {
+                e.iter_mut().zip(&*g).for_each(|(e, &x)| *e = -(2.0 * SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)));
+            } else {
+                e.iter_mut().zip(&*g).for_each(|(e, &x)| *e = -x);
+            }
+            attention::exp_each(e);
+            g.iter_mut().zip(u).zip(&*e).for_each(|((g, &u), &e)| *g = *g / (1.0 + e) * u);
+        }
     });
     Ok(gate)
 }
