@@ -67,15 +67,16 @@ test.serial('every getter answers within 50 ms while a 1,500-token prefill runs,
   t.deepEqual(after.seqlens, [long.length, short.length])
   t.is(after.capacity, 2048)
   t.is(after.sizeBytes, model.cacheBytes(2, 2048))
-  // During the pass the getters show whole states only: the lengths from before it until it
-  // commits (on the worker, a moment before the promise settles here), then the lengths after;
-  // never half-written ones. The growth to 2048 positions may show before the commit (a CI run
-  // saw capacity 2048 with the old lengths), but always with the size that capacity takes.
+  // During the pass each getter shows what the last completed change published: the state
+  // before the pass until the pass commits (on the worker, a moment before its promise settles
+  // here), then the state after it; never half-written lengths. The pass grows the cache inside
+  // its one commit, but each getter reads the publication on its own, so one read() may straddle
+  // the commit (a CI run saw the lengths from before beside capacity 2048).
   t.deepEqual(seen[0], before)
   for (const state of seen) {
     t.true([before.seqlens, after.seqlens].some((lens) => JSON.stringify(lens) === JSON.stringify(state.seqlens)), `lengths ${JSON.stringify(state.seqlens)} seen during the pass`)
     t.true(state.capacity === 1024 || state.capacity === 2048, `capacity ${state.capacity} seen during the pass`)
-    t.is(state.sizeBytes, model.cacheBytes(2, state.capacity))
+    t.true([1024, 2048].some((capacity) => state.sizeBytes === model.cacheBytes(2, capacity)), `size ${state.sizeBytes} seen during the pass`)
   }
   cache.dispose()
 })
