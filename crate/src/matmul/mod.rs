@@ -97,16 +97,12 @@ impl QuantMatrix {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (_, Format::K(_)) => return None,
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Activations::Q8, Format::Q5_0) if q5_0_panels() => {
-                Stored::Panels(x86_q8_panels::Q8Panels::pack(x86_q8_panels::PanelFormat::Q5_0, &tensor.data().ok()?, n, k))
+            (Activations::Q8, format) if q8_panels() && x86_q8_panels::PanelFormat::of(format).is_some() => {
+                let panel_format = x86_q8_panels::PanelFormat::of(format)?;
+                Stored::Panels(x86_q8_panels::Q8Panels::pack(panel_format, &tensor.data().ok()?, n, k))
             }
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (_, Format::Q5_0) => return None,
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Activations::Q8, Format::Blocks(format)) if q8_panels() => match x86_q8_panels::PanelFormat::of(Format::Blocks(format)) {
-                Some(panel_format) => Stored::Panels(x86_q8_panels::Q8Panels::pack(panel_format, &tensor.data().ok()?, n, k)),
-                None => Stored::File(tensor),
-            },
             _ => Stored::File(tensor),
         };
         Some(Self { stored, format, n, k, activations })

@@ -15,11 +15,12 @@ pub enum PanelFormat {
 }
 
 impl PanelFormat {
+    /// The panels' format for a matrix of `format`, where the panels take it on this CPU.
     pub(super) fn of(format: Format) -> Option<Self> {
         match format {
             Format::Blocks(WeightFormat::Q8_0) => Some(Self::Q8_0),
             Format::Blocks(WeightFormat::Q4_0) => Some(Self::Q4_0),
-            Format::Q5_0 => Some(Self::Q5_0),
+            Format::Q5_0 if super::q5_0_panels() => Some(Self::Q5_0),
             _ => None,
         }
     }
