@@ -22,6 +22,7 @@ pub mod config;
 pub mod convert;
 pub mod cuda;
 pub mod error;
+pub mod exp;
 pub mod gguf;
 pub mod grammar;
 pub mod kv_cache;

@@ -21,8 +21,6 @@
 
 mod kernels;
 
-pub use kernels::{exp, exp_each};
-
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};

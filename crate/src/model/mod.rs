@@ -132,7 +132,7 @@ fn gated(activation: Activation, mut gate: Vec<f32>, up: &[f32]) -> Result<Vec<f
             } else {
                 e.iter_mut().zip(&*g).for_each(|(e, &x)| *e = -x);
             }
-            attention::exp_each(e);
+            crate::exp::exp_each(e);
             g.iter_mut().zip(u).zip(&*e).for_each(|((g, &u), &e)| *g = *g / (1.0 + e) * u);
         }
     });
