@@ -195,8 +195,8 @@ impl QuantMatrix {
         #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
         let offsets = match &rounded {
             Some(rounded) if panels => {
-                let nibbles = |w: &&QuantMatrix| matches!(w.format, Format::Blocks(WeightFormat::Q4_0) | Format::Q5_0);
-                x86_q8_panels::offsets(rounded, matrices.iter().any(nibbles))
+                let read = matrices.iter().any(|w| matches!(&w.stored, Stored::Panels(p) if p.reads_offsets()));
+                x86_q8_panels::offsets(rounded, read)
             }
             _ => Vec::new(),
         };

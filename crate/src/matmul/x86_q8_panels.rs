@@ -128,14 +128,19 @@ impl Q8Panels {
         data
     }
 
+    /// Whether `run` reads `offsets`: on the VNNI road always, on AVX2 for Q4_0 and Q5_0.
+    pub fn reads_offsets(&self) -> bool {
+        vnni() || self.format != PanelFormat::Q8_0
+    }
+
     /// Bytes of one panel's block.
     pub(super) const fn block_bytes(format: PanelFormat) -> usize {
         COLS * format.body_bytes()
     }
 
     /// `out` (`m × (last − first)`) = `acts` (`m` rows, 8-bit) · Wᵀ for weight rows
-    /// `first..last`; `first` is a multiple of `COLS` (of `PAIR × COLS` for two-panel tiles) and `offsets` is `offsets(acts, …)`, with
-    /// `nibbles` true where a matrix of the call is Q4_0 or Q5_0.
+    /// `first..last`; `first` is a multiple of `COLS` (of `PAIR × COLS` for two-panel tiles) and `offsets` is `offsets(acts, …)`, read
+    /// where `reads_offsets`.
     ///
     /// # Safety
     /// No other thread may write `out`'s values during the call.
@@ -147,8 +152,10 @@ impl Q8Panels {
             out.cols()
         );
         assert!(last.div_ceil(COLS) * blocks * COLS <= self.scales.len(), "panel columns {first}..{last} past the matrix");
-        let reads_offsets = vnni() || self.format != PanelFormat::Q8_0;
-        assert!(acts.holds(m, blocks * BLOCK) && (!reads_offsets || offsets.len() >= m * blocks), "8-bit activations short of {m} rows");
+        assert!(
+            acts.holds(m, blocks * BLOCK) && (!self.reads_offsets() || offsets.len() >= m * blocks),
+            "8-bit activations short of {m} rows"
+        );
         let vnni = vnni();
         let most = if vnni { VNNI_ROWS } else { ROWS };
         let chunk = (ACTS_IN_L2 / acts.k).max(most);
@@ -201,14 +208,14 @@ impl Q8Panels {
 /// the VNNI road the sum of the block's values (every format). On AVX2, where Q4_0's i16 lanes
 /// start: the lane pair of one column as an i32, each −8 × the sum of the 16 values its
 /// `maddubs` pairs reach (bytes 0, 1 of every four for the low lane, 2, 3 for the high one),
-/// which Q5_0's tile doubles (`start`); Q8_0 reads none, so without a Q4_0 or Q5_0 matrix
-/// (`nibbles`) there are none.
-pub fn offsets(acts: &QuantizedRows, nibbles: bool) -> Vec<i32> {
+/// which Q5_0's tile doubles (`start`); Q8_0 reads none. None where no matrix of the call
+/// reads them (`read`, from `Q8Panels::reads_offsets`).
+pub fn offsets(acts: &QuantizedRows, read: bool) -> Vec<i32> {
+    if !read {
+        return Vec::new();
+    }
     if vnni() {
         return acts.values.chunks_exact(BLOCK).map(|block| block.iter().map(|&v| v as i32).sum()).collect();
-    }
-    if !nibbles {
-        return Vec::new();
     }
     let lane = |block: &[i8], half: usize| -> u32 {
         let sum: i32 = block.chunks_exact(GROUP).map(|four| four[2 * half] as i32 + four[2 * half + 1] as i32).sum();
