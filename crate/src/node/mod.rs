@@ -5,6 +5,7 @@
 mod cancel_token;
 mod chat_template;
 mod convert;
+mod forward_pass;
 mod grammar;
 mod kv_cache;
 mod model;
