@@ -97,8 +97,10 @@ impl QuantMatrix {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
             (_, Format::K(_)) => return None,
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-            (Activations::Q8, format) if q8_panels() && x86_q8_panels::PanelFormat::of(format).is_some() => {
-                let panel_format = x86_q8_panels::PanelFormat::of(format)?;
+            (Activations::Q8, format)
+                if q8_panels()
+                    && let Some(panel_format) = x86_q8_panels::PanelFormat::of(format) =>
+            {
                 Stored::Panels(x86_q8_panels::Q8Panels::pack(panel_format, &tensor.data().ok()?, n, k))
             }
             #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
