@@ -115,20 +115,25 @@ for (let round = 1; round <= rounds; round++) {
     perModel.get(m.id)!.push({ kvengine: await kvengineFigures(m.path, prompt, m.id), llamaCpp: raw })
   }
 }
-/** The best of each figure over the rounds (the least wall time); llama.cpp's settings from its best decode round. */
-const best = (figures: Figures[]): Figures => ({
-  prefillTokPerS: Math.max(...figures.map((f) => f.prefillTokPerS)),
-  decodeTokPerS: Math.max(...figures.map((f) => f.decodeTokPerS)),
-  samplesWallS: Math.min(...figures.map((f) => f.samplesWallS)),
-  settings: figures.reduce((a, b) => (b.decodeTokPerS > a.decodeTokPerS ? b : a)).settings,
-})
+/** The best of each figure over the rounds (the least wall time), with llama.cpp's setting from the round that gave it. */
+function best(figures: Figures[]): Figures {
+  const top = (better: (a: Figures, b: Figures) => boolean) => figures.reduce((a, b) => (better(b, a) ? b : a))
+  const [prefill, decode, samples] = [
+    top((a, b) => a.prefillTokPerS > b.prefillTokPerS),
+    top((a, b) => a.decodeTokPerS > b.decodeTokPerS),
+    top((a, b) => a.samplesWallS < b.samplesWallS),
+  ]
+  const settings = prefill.settings && { prefill: prefill.settings.prefill!, decode: decode.settings!.decode!, samples: samples.settings!.samples! }
+  return { prefillTokPerS: prefill.prefillTokPerS, decodeTokPerS: decode.decodeTokPerS, samplesWallS: samples.samplesWallS, settings }
+}
 for (const m of models) {
   const done = perModel.get(m.id)!
   results.models.push({ id: m.id, label: m.label, kvengine: best(done.map((r) => r.kvengine)), llamaCpp: best(done.map((r) => r.llamaCpp)), rounds: done })
 }
 mkdirSync(OUT_DIR, { recursive: true })
 writeFileSync(join(OUT_DIR, 'raw-llama-cpp.json'), `${JSON.stringify(results, null, 1)}\n`)
-const cell = (k: number, l: number, digits = 1) => [fixed(k, digits), fixed(l, digits), `${(k / l).toFixed(2)}×`]
+const ratio = (k: number, l: number) => `${(k / l).toFixed(2)}×`
+const cell = (k: number, l: number, digits = 1) => [fixed(k, digits), fixed(l, digits), ratio(k, l)]
 console.log(`# kvengine ${results.machine.kvengineCommit} against ${llama.generator}, ${THREADS} threads, best of ${reps} × ${rounds} round(s)`)
 console.log(
   table(
@@ -137,7 +142,6 @@ console.log(
   ),
 )
 if (rounds > 1) {
-  const ratio = (k: number, l: number) => `${(k / l).toFixed(2)}×`
   console.log('\nEach round alone (kvengine ÷ llama.cpp):')
   console.log(
     table(
