@@ -100,34 +100,33 @@ fn kquant_panels_match_the_definition_bit_for_bit() {
     }
 }
 
-/// Q6_K's integer lanes at their largest: every integer 63 (or 0) under scales of −128, against
-/// activations of ±127, a block's sum −16 × 31 × 127 × 128 × 2, just inside 2²⁴: stays exact.
+/// The integer lanes at their largest, each format at its top integer (or 0) under its most
+/// extreme scales, against activations of ±127: Q4_K and Q5_K fill an AVX2 i16 lane to 30480
+/// and 31496 (`x86_kquant_avx2.rs`), and a Q6_K block's sum, −16 × 31 × 127 × 128 × 2, is just
+/// inside 2²⁴. All stay exact.
 #[test]
-fn q6k_extremes_stay_exact() {
+fn kquant_extremes_stay_exact() {
     if !q8_panels() {
         return;
     }
-    let kind = KQuant::Q6K;
     let (n, k, m) = (16, SUPER, 2);
-    let mut file = vec![0u8; n * kind.block_bytes()];
-    for (col, out) in file.chunks_exact_mut(kind.block_bytes()).enumerate() {
-        let block = kquants::SuperBlock {
-            d: f16::from_f32(0.5).to_bits(),
-            dmin: 0,
-            q: [if col % 2 == 0 { 63 } else { 0 }; SUPER],
-            sub: [[(-128i8) as u8; 2]; SUBS],
-        };
-        kind.encode(&block, out);
+    for (kind, top, sub) in [(KQuant::Q4K, 15, [63, 63]), (KQuant::Q5K, 31, [63, 63]), (KQuant::Q6K, 63, [(-128i8) as u8; 2])] {
+        let mut file = vec![0u8; n * kind.block_bytes()];
+        for (col, out) in file.chunks_exact_mut(kind.block_bytes()).enumerate() {
+            let q = [if col % 2 == 0 { top } else { 0 }; SUPER];
+            let block = kquants::SuperBlock { d: f16::from_f32(0.5).to_bits(), dmin: 0, q, sub: [sub; SUBS] };
+            kind.encode(&block, out);
+        }
+        let tensor =
+            Arc::new(candle_core::quantized::ggml_file::qtensor_from_ggml(kind.dtype(), &file, vec![n, k], &Device::Cpu).expect("tensor"));
+        let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
+        let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("panels");
+        let ours = matrix.forward(&x, m).expect("forward");
+        assert!(ours == definition(kind, &file, n, &QuantizedRows::quantize_super(&x, k), m), "{kind:?}: left the definition");
+        assert!(ours.iter().any(|&v| v.abs() > 1e5), "{kind:?}: the extremes did not reach large sums");
+        let acts = QuantizedRows::quantize_super(&x, k);
+        assert!(worst_relative(&ours, &reference(&tensor, &acts.dequantize(), m, k)) < 1e-5, "{kind:?}: left candle's");
     }
-    let tensor =
-        Arc::new(candle_core::quantized::ggml_file::qtensor_from_ggml(GgmlDType::Q6K, &file, vec![n, k], &Device::Cpu).expect("tensor"));
-    let x: Vec<f32> = (0..m * k).map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 }).collect();
-    let matrix = QuantMatrix::new(tensor.clone(), Activations::Q8).expect("panels");
-    let ours = matrix.forward(&x, m).expect("forward");
-    assert!(ours == definition(kind, &file, n, &QuantizedRows::quantize_super(&x, k), m));
-    assert!(ours.iter().any(|&v| v.abs() > 5e5), "the extremes did not reach large sums");
-    let acts = QuantizedRows::quantize_super(&x, k);
-    assert!(worst_relative(&ours, &reference(&tensor, &acts.dequantize(), m, k)) < 1e-5);
 }
 
 /// Q8_0, Q4_K and Q6_K projections of one input in one call (a Q4_K_M file's q/k/v): each as
