@@ -57,11 +57,11 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
             for line in (0..block_bytes).step_by(64) {
                 _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(blocks * block_bytes + line) as *const i8);
             }
-            let sums = Sums { acts: &acts, madd_with: &madd_with, b };
+            let block_rows = BlockRows { acts: &acts, madd_with: &madd_with, b };
             if NIBBLES && !HALVES {
-                q4k_block(pair, base, &sums, &mut dots, &mut mins);
+                q4k_block(pair, base, &block_rows, &mut dots, &mut mins);
             } else {
-                split_block::<R, NIBBLES, HALVES>(pair, base, &sums, &mut dots, &mut mins);
+                split_block::<R, NIBBLES, HALVES>(pair, base, &block_rows, &mut dots, &mut mins);
             }
         }
         let supers = pair.supers.add(sb * 2 * COLS);
@@ -88,15 +88,15 @@ unsafe fn tile<const R: usize, const NIBBLES: bool, const HALVES: bool>(pair: &P
     }
 }
 
-/// Where block `b` of a tile's rows is: their 8-bit values and the i16 pairs its sub-block
+/// A tile's rows at block `b`: their 8-bit values, and the i16 pairs the block's sub-block
 /// integers are `madd`ed with.
-struct Sums<'a, const R: usize> {
+struct BlockRows<'a, const R: usize> {
     acts: &'a [*const u8; R],
     madd_with: &'a [*const i32; R],
     b: usize,
 }
 
-impl<const R: usize> Sums<'_, R> {
+impl<const R: usize> BlockRows<'_, R> {
     /// Row `r`'s four activation bytes from `at` in the block, in every lane.
     #[inline(always)]
     unsafe fn four(&self, r: usize, at: usize) -> __m256i {
@@ -122,7 +122,7 @@ impl<const R: usize> Sums<'_, R> {
 unsafe fn q4k_block<const R: usize>(
     pair: &Pair,
     base: *const u8,
-    sums: &Sums<R>,
+    rows: &BlockRows<R>,
     dots: &mut [[__m256i; 2]; R],
     mins: &mut [[__m256i; 2]; R],
 ) {
@@ -130,7 +130,7 @@ unsafe fn q4k_block<const R: usize>(
     for i in 0..BLOCK / 8 {
         let values = [value_groups::<true, false>(base, i), value_groups::<true, false>(base.add(4 * HALF), i)];
         for r in 0..R {
-            let (low, high) = (sums.four(r, 4 * i), sums.four(r, BLOCK / 2 + 4 * i));
+            let (low, high) = (rows.four(r, 4 * i), rows.four(r, BLOCK / 2 + 4 * i));
             for h in 0..2 {
                 let products = _mm256_add_epi16(_mm256_maddubs_epi16(values[h].0, low), _mm256_maddubs_epi16(values[h].1, high));
                 partials[r][h] = _mm256_add_epi16(partials[r][h], products);
@@ -138,10 +138,10 @@ unsafe fn q4k_block<const R: usize>(
         }
     }
     for h in 0..2 {
-        let (sub, scale, _) = sub_block_integers::<false>(pair.subs.add(sums.b * 2 * COLS + 2 * HALF * h));
+        let (sub, scale, _) = sub_block_integers::<false>(pair.subs.add(rows.b * 2 * COLS + 2 * HALF * h));
         for r in 0..R {
             dots[r][h] = _mm256_add_epi32(dots[r][h], _mm256_madd_epi16(partials[r][h], scale));
-            mins[r][h] = _mm256_add_epi32(mins[r][h], sums.mins(r, sub));
+            mins[r][h] = _mm256_add_epi32(mins[r][h], rows.mins(r, sub));
         }
     }
 }
@@ -152,19 +152,19 @@ unsafe fn q4k_block<const R: usize>(
 unsafe fn split_block<const R: usize, const NIBBLES: bool, const HALVES: bool>(
     pair: &Pair,
     base: *const u8,
-    sums: &Sums<R>,
+    rows: &BlockRows<R>,
     dots: &mut [[__m256i; 2]; R],
     mins: &mut [[__m256i; 2]; R],
 ) {
     for h in 0..2 {
-        let (sub, scale_first, scale_second) = sub_block_integers::<HALVES>(pair.subs.add(sums.b * 2 * COLS + 2 * HALF * h));
+        let (sub, scale_first, scale_second) = sub_block_integers::<HALVES>(pair.subs.add(rows.b * 2 * COLS + 2 * HALF * h));
         let mut first = [_mm256_setzero_si256(); R];
         let mut second = [_mm256_setzero_si256(); R];
         for i in 0..BLOCK / 8 {
             let (low, high) = value_groups::<NIBBLES, HALVES>(base.add(4 * HALF * h), i);
             for r in 0..R {
-                first[r] = _mm256_add_epi16(first[r], _mm256_maddubs_epi16(low, sums.four(r, 4 * i)));
-                second[r] = _mm256_add_epi16(second[r], _mm256_maddubs_epi16(high, sums.four(r, BLOCK / 2 + 4 * i)));
+                first[r] = _mm256_add_epi16(first[r], _mm256_maddubs_epi16(low, rows.four(r, 4 * i)));
+                second[r] = _mm256_add_epi16(second[r], _mm256_maddubs_epi16(high, rows.four(r, BLOCK / 2 + 4 * i)));
                 // Q6_K's lanes are full after two groups (see the module's note).
                 if HALVES && i % 2 == 1 {
                     dots[r][h] = _mm256_add_epi32(dots[r][h], widen(first[r], second[r], scale_first, scale_second));
@@ -177,7 +177,7 @@ unsafe fn split_block<const R: usize, const NIBBLES: bool, const HALVES: bool>(
                 // Q5_K: both halves of the block under the sub-block's one scale.
                 dots[r][h] = _mm256_add_epi32(dots[r][h], widen(first[r], second[r], scale_first, scale_second));
             }
-            mins[r][h] = _mm256_add_epi32(mins[r][h], sums.mins(r, sub));
+            mins[r][h] = _mm256_add_epi32(mins[r][h], rows.mins(r, sub));
         }
     }
 }
